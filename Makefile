@@ -1,0 +1,41 @@
+# k8shost: the two commands a newcomer needs are `make sandbox` and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup sandbox test unit integration lint protos bench node-up node-down clean
+
+setup:
+	@bash scripts/setup.sh
+
+protos: setup
+	@bash scripts/gen-protos.sh force
+
+sandbox: setup
+	$(PY) -m nodeenv.cli sandbox
+
+node-up: setup
+	$(PY) -m nodeenv.cli up
+
+node-down:
+	@if [ -x $(PY) ]; then $(PY) -m nodeenv.cli down; else echo "node-down: nothing to stop (no .venv)"; fi
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: setup
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: setup
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: setup
+	$(PY) -m bench $(BENCH)
+
+clean: node-down
+	rm -rf .stamps build *.egg-info protos/*_pb2*.py protos/*_pb2.pyi

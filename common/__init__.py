@@ -1,0 +1,1 @@
+"""Small pieces every program of the suite shares: structured logging, metrics endpoint."""

@@ -1,0 +1,1 @@
+"""The embedded node environment: OVS + OVN (+ the suite's daemons) in a private run dir."""

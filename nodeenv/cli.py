@@ -1,0 +1,92 @@
+"""k8shost-node: start/stop the embedded node environment, or run the sandbox scenario.
+
+k8shost-node up        start OVS/OVN (and the suite's daemons) in .run/, write .run/node.env
+k8shost-node down      stop exactly what `up` started (by PID) and remove .run/
+k8shost-node status    say whether the environment is up and print node.env
+k8shost-node sandbox   up, the scenario (a table of steps), down
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from common.jsonlog import setup_logging
+from nodeenv.components import default_components
+from nodeenv.node import Node, NodeSettings
+from nodeenv.scenario import Scenario
+from nodeenv.scenarios import SCENARIOS
+
+log = logging.getLogger("nodeenv")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="k8shost-node", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("command", choices=["up", "down", "status", "sandbox"])
+    d = NodeSettings.from_env(os.environ)
+    p.add_argument("--run-dir", type=Path, default=d.run_dir, help="private run dir (env K8SHOST_RUN_DIR)")
+    p.add_argument("--bridge", default=d.bridge, help="OVN integration bridge (env K8SHOST_BRIDGE)")
+    p.add_argument("--log-level", default=os.environ.get("K8SHOST_LOG_LEVEL", "info"))
+    p.add_argument("--keep", action="store_true", help="sandbox: leave the node up afterwards")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level, json_format=False)
+    base = NodeSettings.from_env(os.environ)
+    settings = NodeSettings(
+        run_dir=args.run_dir.resolve(),
+        bridge=args.bridge,
+        system_id=base.system_id,
+        encap_ip=base.encap_ip,
+        install_root=base.install_root,
+    )
+    node = Node(settings, default_components(settings))
+    if args.command == "up":
+        node.up()
+        print(f"node environment up; endpoints in {node.env_file}")
+        print(node.env_file.read_text(), end="")
+        return 0
+    if args.command == "down":
+        stopped = node.down()
+        print(f"node environment down; stopped {len(stopped)} daemons: {', '.join(stopped) or '-'}")
+        return 0
+    if args.command == "status":
+        if node.is_up():
+            print(node.env_file.read_text(), end="")
+            return 0
+        print("node environment is not up")
+        return 1
+    return sandbox(node, keep=args.keep)
+
+
+def sandbox(node: Node, *, keep: bool = False) -> int:
+    scn = Scenario(node)
+    ok = True
+    try:
+        with scn.step("node-up"):
+            node.up()
+        for part in SCENARIOS:
+            part.run(scn)
+    except Exception:
+        ok = False
+    finally:
+        errors = scn.run_cleanups()
+        if not keep:
+            with scn.step("node-down"):
+                node.down()
+    print(scn.table())
+    for e in errors:
+        print(f"cleanup error: {e}", file=sys.stderr)
+    print("sandbox: PASSED" if ok and not errors else "sandbox: FAILED")
+    return 0 if ok and not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

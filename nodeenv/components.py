@@ -1,0 +1,11 @@
+"""What `make node-up` starts, in order. Each component adds its endpoints to node.env."""
+
+from __future__ import annotations
+
+from nodeenv.node import Component, NodeSettings
+from nodeenv.ovn_stack import OvnStack
+
+
+def default_components(settings: NodeSettings) -> list[Component]:
+    components: list[Component] = [OvnStack()]
+    return components

@@ -1,0 +1,137 @@
+"""Starting and stopping daemons by PID, and remembering which ones we started.
+
+Each daemon the node environment starts is recorded in `<run>/daemons.json` with its
+PID and the executable it runs, so that `down` stops exactly those processes (and
+never a recycled PID that now belongs to something else).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class DaemonError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonRecord:
+    name: str
+    pid: int
+    exe: str  # basename of argv[0], checked against /proc/<pid>/cmdline before signalling
+
+
+def is_alive(rec: DaemonRecord) -> bool:
+    try:
+        cmdline = Path(f"/proc/{rec.pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{rec.pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[1].split()[0] == "Z":  # zombie: exited, not yet reaped
+        return False
+    return rec.exe.encode() in cmdline
+
+
+class DaemonTable:
+    """The persistent list of daemons one node environment started, in start order."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def load(self) -> list[DaemonRecord]:
+        try:
+            return [DaemonRecord(**d) for d in json.loads(self._path.read_text())]
+        except FileNotFoundError:
+            return []
+
+    def add(self, rec: DaemonRecord) -> None:
+        records = [r for r in self.load() if r.name != rec.name] + [rec]
+        tmp = self._path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([asdict(r) for r in records], indent=1))
+        tmp.replace(self._path)
+
+    def stop_all(self, timeout: float = 10.0) -> list[str]:
+        """SIGTERM every recorded daemon, newest first; SIGKILL what outlives `timeout`."""
+        stopped = []
+        for rec in reversed(self.load()):
+            if stop(rec, timeout):
+                stopped.append(rec.name)
+        self._path.unlink(missing_ok=True)
+        return stopped
+
+
+def stop(rec: DaemonRecord, timeout: float = 10.0) -> bool:
+    if not is_alive(rec):
+        return False
+    os.kill(rec.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_alive(rec):
+            return True
+        time.sleep(0.02)
+    log.warning("%s (pid %d) ignored SIGTERM for %.0fs; killing", rec.name, rec.pid, timeout)
+    os.kill(rec.pid, signal.SIGKILL)
+    return True
+
+
+def run_checked(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, env=dict(env) if env else None)
+    if proc.returncode != 0:
+        raise DaemonError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def start_detaching(
+    name: str, argv: Sequence[str], pidfile: Path, env: Mapping[str, str], table: DaemonTable
+) -> DaemonRecord:
+    """Start an OVS/OVN daemon that daemonizes itself (--detach --pidfile)."""
+    pidfile.unlink(missing_ok=True)
+    run_checked([*argv, f"--pidfile={pidfile}", "--detach"], env)
+    rec = DaemonRecord(name=name, pid=int(pidfile.read_text().strip()), exe=Path(argv[0]).name)
+    table.add(rec)
+    return rec
+
+
+def start_foreground(
+    name: str, argv: Sequence[str], logfile: Path, env: Mapping[str, str], table: DaemonTable
+) -> tuple[DaemonRecord, subprocess.Popen[bytes]]:
+    """Start one of the suite's own daemons in its own session, output to `logfile`."""
+    with logfile.open("ab") as out:
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            start_new_session=True,
+        )
+    rec = DaemonRecord(name=name, pid=proc.pid, exe=Path(argv[0]).name)
+    table.add(rec)
+    return rec, proc
+
+
+def wait_for(
+    predicate: Callable[[], bool],
+    what: str,
+    timeout: float = 15.0,
+    proc: subprocess.Popen[bytes] | None = None,
+) -> None:
+    """Poll `predicate()` until true; fail early if `proc` exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise DaemonError(f"{what}: process exited with {proc.returncode}")
+        time.sleep(0.02)
+    raise DaemonError(f"timed out after {timeout:.0f}s waiting for {what}")

@@ -1,0 +1,181 @@
+"""The OVS + OVN daemons a node needs, each with its own database and socket in the run dir.
+
+ovsdb-server x3 (Open_vSwitch, OVN_Northbound, OVN_Southbound), ovn-northd,
+ovs-vswitchd with the integration bridge on the userspace datapath (there is no
+kernel datapath on these machines), and ovn-controller bound to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from pathlib import Path
+
+from nodeenv.daemons import DaemonError, run_checked, start_detaching, wait_for
+from nodeenv.node import Node
+
+log = logging.getLogger(__name__)
+
+OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
+SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
+REQUIRED_TOOLS = (
+    "ovsdb-server",
+    "ovsdb-tool",
+    "ovs-vswitchd",
+    "ovs-vsctl",
+    "ovn-northd",
+    "ovn-controller",
+    "ovn-nbctl",
+    "ovn-sbctl",
+    "ip",
+    "ethtool",
+)
+
+
+def missing_prerequisites() -> list[str]:
+    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
+    missing += [str(s) for s in (OVS_SCHEMA, NB_SCHEMA, SB_SCHEMA) if not s.exists()]
+    return missing
+
+
+class OvnStack:
+    name = "ovn"
+
+    def start(self, node: Node) -> dict[str, str]:
+        missing = missing_prerequisites()
+        if missing:
+            raise DaemonError(f"missing prerequisites: {', '.join(missing)} (run `make setup`)")
+        bridge, s = node.settings.bridge, node.settings
+        if Path(f"/sys/class/net/{bridge}").exists():
+            raise DaemonError(
+                f"a network device named {bridge} already exists: another OVS owns it, or a crashed "
+                f"run left it behind (then: ip link del {bridge})"
+            )
+        ovs_dir = node.path("ovs", "x").parent
+        env = {**node.process_env(), **self._rundirs(ovs_dir)}
+        sock = {db: ovs_dir / f"{db}.sock" for db in ("ovs", "nb", "sb")}
+        for db, schema in (("ovs", OVS_SCHEMA), ("nb", NB_SCHEMA), ("sb", SB_SCHEMA)):
+            dbfile = ovs_dir / f"{db}.db"
+            if not dbfile.exists():
+                run_checked(["ovsdb-tool", "create", str(dbfile), str(schema)], env)
+            start_detaching(
+                f"ovsdb-server-{db}",
+                [
+                    "ovsdb-server",
+                    str(dbfile),
+                    f"--remote=punix:{sock[db]}",
+                    f"--unixctl={ovs_dir / f'ovsdb-{db}.ctl'}",
+                    f"--log-file={ovs_dir / f'ovsdb-{db}.log'}",
+                ],
+                ovs_dir / f"ovsdb-{db}.pid",
+                env,
+                node.daemons,
+            )
+        ovs_db = f"unix:{sock['ovs']}"
+        vsctl = ["ovs-vsctl", f"--db={ovs_db}", "--timeout=10"]
+        run_checked([*vsctl, "--no-wait", "init"], env)
+        start_detaching(
+            "ovs-vswitchd",
+            [
+                "ovs-vswitchd",
+                ovs_db,
+                f"--unixctl={ovs_dir / 'ovs-vswitchd.ctl'}",
+                f"--log-file={ovs_dir / 'ovs-vswitchd.log'}",
+            ],
+            ovs_dir / "ovs-vswitchd.pid",
+            env,
+            node.daemons,
+        )
+        start_detaching(
+            "ovn-northd",
+            [
+                "ovn-northd",
+                f"--ovnnb-db=unix:{sock['nb']}",
+                f"--ovnsb-db=unix:{sock['sb']}",
+                f"--unixctl={ovs_dir / 'ovn-northd.ctl'}",
+                f"--log-file={ovs_dir / 'ovn-northd.log'}",
+            ],
+            ovs_dir / "ovn-northd.pid",
+            env,
+            node.daemons,
+        )
+        run_checked(
+            [
+                *vsctl,
+                "--may-exist",
+                "add-br",
+                bridge,
+                "--",
+                "set",
+                "Bridge",
+                bridge,
+                "datapath_type=netdev",
+                "fail_mode=secure",
+                "other_config:disable-in-band=true",
+                "--",
+                "set",
+                "Open_vSwitch",
+                ".",
+                f"external_ids:system-id={s.system_id}",
+                f"external_ids:ovn-remote=unix:{sock['sb']}",
+                "external_ids:ovn-encap-type=geneve",
+                f"external_ids:ovn-encap-ip={s.encap_ip}",
+                f"external_ids:ovn-bridge={bridge}",
+                "external_ids:ovn-bridge-datapath-type=netdev",
+            ],
+            env,
+        )
+        (ovs_dir / "bridge-created").write_text(bridge)
+        # ovn-controller has no --unixctl in OVN 23.03; OVN_RUNDIR places its control socket.
+        start_detaching(
+            "ovn-controller",
+            [
+                "ovn-controller",
+                ovs_db,
+                f"--log-file={ovs_dir / 'ovn-controller.log'}",
+            ],
+            ovs_dir / "ovn-controller.pid",
+            env,
+            node.daemons,
+        )
+        sbctl = ["ovn-sbctl", f"--db=unix:{sock['sb']}", "--timeout=10"]
+        wait_for(
+            lambda: s.system_id in _quiet([*sbctl, "--bare", "--columns=name", "list", "Chassis"]),
+            "ovn-controller to register its chassis",
+        )
+        return {
+            "OVS_DB": ovs_db,
+            "OVN_NB_DB": f"unix:{sock['nb']}",
+            "OVN_SB_DB": f"unix:{sock['sb']}",
+            "OVS_BRIDGE": bridge,
+            "OVN_CHASSIS": s.system_id,
+            **self._rundirs(ovs_dir),
+        }
+
+    def cleanup(self, node: Node) -> None:
+        # ovs-vswitchd leaves the bridge's tap device behind when it is stopped.
+        marker = node.run_dir / "ovs" / "bridge-created"
+        if not marker.exists():
+            return
+        bridge = marker.read_text()
+        if Path(f"/sys/class/net/{bridge}").exists():
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+
+    @staticmethod
+    def _rundirs(ovs_dir: Path) -> dict[str, str]:
+        d = str(ovs_dir)
+        return {
+            "OVS_RUNDIR": d,
+            "OVS_LOGDIR": d,
+            "OVS_DBDIR": d,
+            "OVN_RUNDIR": d,
+            "OVN_LOGDIR": d,
+            "OVN_DBDIR": d,
+        }
+
+
+def _quiet(argv: list[str]) -> str:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else ""

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything the suite needs on this machine, idempotently:
+# Debian packages (once, after one apt-get update), a virtualenv in .venv with the
+# package and its dev dependencies, and the generated gRPC stubs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  openvswitch-switch openvswitch-common ovn-central ovn-host ovn-common
+  iproute2 ethtool e2fsprogs xfsprogs util-linux mount kmod iptables
+  iputils-ping containernetworking-plugins procps
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The Debian service units must not start a system OVS/OVN that would compete with
+# the embedded node environment; we run our own daemons in .run/.
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+mkdir -p .stamps
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat .stamps/venv 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing Python dependencies into .venv"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  echo "$want" > .stamps/venv
+fi
+
+# Generated stubs: regenerated when any .proto is newer than its stub.
+bash scripts/gen-protos.sh
