@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def test_two_namespaces_ping_through_an_ovn_switch(ovn_node: Node) -> None:
 
 def test_up_twice_is_harmless_and_down_leaves_nothing(short_tmp: Path) -> None:
     require_ovn()
-    settings = NodeSettings(run_dir=short_tmp / "updown", bridge="br-k8supdown", system_id="updown")
+    settings = NodeSettings(run_dir=short_tmp / "updown", bridge=f"br-u{os.getpid()}", system_id="updown")
     node = Node(settings, [OvnStack()])
     first = node.up()
     records = node.daemons.load()
@@ -44,5 +45,5 @@ def test_up_twice_is_harmless_and_down_leaves_nothing(short_tmp: Path) -> None:
     assert [r.pid for r in node.daemons.load()] == [r.pid for r in records]
     node.down()
     assert not any(is_alive(r) for r in records)
-    assert not Path("/sys/class/net/br-k8supdown").exists()
+    assert not Path(f"/sys/class/net/{settings.bridge}").exists()
     assert not settings.run_dir.exists()
