@@ -1,0 +1,72 @@
+"""The manifests a cluster admin applies: every file is valid, referenced and consistent
+with the programs and the k3s flags the spec asks for."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+DS = ROOT / "daemonsets"
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def _kustomize_files(kdir: Path) -> set[Path]:
+    """Every manifest file a kustomization pulls in, following bases recursively."""
+    k = _docs(kdir / "kustomization.yaml")[0]
+    files: set[Path] = set()
+    for res in k.get("resources", []):
+        target = (kdir / res).resolve()
+        assert target.exists(), f"{kdir}/kustomization.yaml names missing resource {res}"
+        files |= _kustomize_files(target) if target.is_dir() else {target}
+    return files
+
+
+def test_overlay_pulls_in_every_manifest_file() -> None:
+    included = _kustomize_files(DS / "overlays" / "k3s")
+    manifests = {p.resolve() for p in (DS / "base").rglob("*.yaml") if p.name != "kustomization.yaml"}
+    assert manifests - included == set(), "manifests not referenced by any kustomization"
+
+
+@pytest.mark.parametrize("path", sorted((DS / "base").rglob("*.yaml")), ids=lambda p: str(p.relative_to(DS)))
+def test_every_object_is_well_formed(path: Path) -> None:
+    for doc in _docs(path):
+        assert doc.get("apiVersion") and doc.get("kind"), path
+        if doc["kind"] == "Kustomization":
+            continue
+        assert doc["metadata"].get("name"), path
+        spec = doc.get("spec", {})
+        if doc["kind"] in ("Deployment", "DaemonSet", "StatefulSet"):
+            labels = spec["template"]["metadata"]["labels"]
+            assert spec["selector"]["matchLabels"].items() <= labels.items(), "selector must match template"
+            names = [c["name"] for c in spec["template"]["spec"]["containers"]]
+            assert len(names) == len(set(names)), "duplicate container names"
+
+
+def test_suite_entry_points_used_by_manifests_exist() -> None:
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    for path in (DS / "base").rglob("*.yaml"):
+        for doc in _docs(path):
+            pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+            for c in pod.get("containers", []) + pod.get("initContainers", []):
+                exe = (c.get("command") or [""])[0]
+                if exe and "/" not in exe:
+                    assert exe in scripts, f"{path.name}: {c['name']} runs unknown program {exe}"
+
+
+def test_k3s_config_replaces_the_bundled_components() -> None:
+    cfg = _docs(DS / "k3s" / "config.yaml")[0]
+    assert {"servicelb", "traefik", "local-storage"} <= set(cfg["disable"])
+    assert cfg["flannel-backend"] == "none" and cfg["disable-network-policy"] is True
+    assert cfg["cluster-cidr"] == "10.244.0.0/16" and cfg["service-cidr"] == "10.96.0.0/12"
+    assert cfg["authentication-token-webhook-config-file"] == "/etc/k8shost/iam-webhook.yaml"
+    kubeconfig = _docs(DS / "k3s" / "iam-webhook.yaml")[0]
+    server = kubeconfig["clusters"][0]["cluster"]["server"]
+    assert server.startswith("https://") and server.endswith("/apis/iam.plasmacloud.io/v1/authenticate")
