@@ -1,0 +1,345 @@
+"""The embedded default backend: sparse files on this node, attached as loop devices.
+
+Layout under the state dir: `volumes/<id>.img`, `snapshots/<id>.img`, `state.json`
+(csi.state.StateFile). Snapshots and clones are sparse copies (reflinks where the
+filesystem supports them), taken with the source filesystem frozen if it is mounted.
+A volume is accessible only from this node (its topology segment).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from csi import loopdev, mounts
+from csi.backends.base import Capacity, Snapshot, Volume, VolumeSpec
+from csi.commands import run
+from csi.errors import (
+    AlreadyExists,
+    BackendUnavailable,
+    FailedPrecondition,
+    NodeNotFound,
+    ResourceExhausted,
+    SnapshotNotFound,
+    VolumeNotFound,
+)
+from csi.state import Document, StateFile
+
+log = logging.getLogger(__name__)
+
+
+class LocalBackend:
+    name = "local"
+    reports_publications = True
+    node_side_attach = True
+
+    def __init__(
+        self, state_dir: Path, node_id: str, *, capacity_bytes: int = 0, max_volumes_per_node: int = 0
+    ) -> None:
+        self._dir = state_dir
+        self._node_id = node_id
+        self.topology_node = node_id
+        self._max_per_node = max_volumes_per_node
+        for sub in ("volumes", "snapshots"):
+            (state_dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._capacity = capacity_bytes or _fs_size(state_dir)
+        self._state = StateFile(state_dir / "state.json", ("volumes", "snapshots"))
+        self._recover()
+
+    # -- paths and records ------------------------------------------------------------
+
+    def volume_file(self, volume_id: str) -> Path:
+        return self._dir / "volumes" / f"{volume_id}.img"
+
+    def snapshot_file(self, snapshot_id: str) -> Path:
+        return self._dir / "snapshots" / f"{snapshot_id}.img"
+
+    def _recover(self) -> None:
+        """Drop records (and files) of creations a crash interrupted."""
+
+        def drop(doc: Document) -> list[str]:
+            broken = [k for k, v in doc["volumes"].items() if v.get("state") != "ready"]
+            for k in broken:
+                del doc["volumes"][k]
+            return broken
+
+        for volume_id in self._state.update(drop):
+            log.warning("removing volume %s whose creation was interrupted", volume_id)
+            self.volume_file(volume_id).unlink(missing_ok=True)
+        for tmp in self._dir.glob("*/*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    def _volume(self, rec: Mapping[str, Any]) -> Volume:
+        missing = "" if self.volume_file(rec["id"]).exists() else "backing file is missing"
+        return Volume(
+            id=rec["id"],
+            name=rec["name"],
+            size_bytes=rec["size_bytes"],
+            access_type=rec["access_type"],
+            fs_type=rec["fs_type"],
+            node_id=self._node_id,
+            source_snapshot_id=rec.get("source_snapshot_id", ""),
+            source_volume_id=rec.get("source_volume_id", ""),
+            published=dict(rec.get("published", {})),
+            abnormal=missing,
+        )
+
+    @staticmethod
+    def _snapshot(rec: Mapping[str, Any]) -> Snapshot:
+        return Snapshot(**{k: rec[k] for k in ("id", "name", "source_volume_id", "size_bytes", "created_at")})
+
+    # -- controller side ----------------------------------------------------------------
+
+    def probe(self) -> None:
+        if not os.access(self._dir / "volumes", os.W_OK):
+            raise BackendUnavailable(f"state dir {self._dir} is not writable")
+
+    def capacity(self) -> Capacity:
+        used = self._state.read(_used_bytes)
+        return Capacity(
+            total_bytes=self._capacity,
+            available_bytes=max(0, self._capacity - used),
+            max_volume_bytes=self._capacity,
+        )
+
+    def find_volume_by_name(self, name: str) -> Volume | None:
+        rec = self._state.read(lambda d: _by_name(d["volumes"], name))
+        return self._volume(rec) if rec and rec.get("state") == "ready" else None
+
+    def create_volume(self, spec: VolumeSpec) -> Volume:
+        existing = self.find_volume_by_name(spec.name)
+        if existing is not None:
+            if existing.size_bytes != spec.size_bytes:
+                raise AlreadyExists(f"volume {spec.name!r} exists with {existing.size_bytes} bytes")
+            return existing
+        source = self._source_file(spec)
+        volume_id = f"vol-{uuid.uuid4().hex}"
+        rec = {
+            "id": volume_id,
+            "name": spec.name,
+            "size_bytes": spec.size_bytes,
+            "access_type": spec.access_type,
+            "fs_type": spec.fs_type,
+            "parameters": {"type": spec.volume_type, "replication": spec.replication},
+            "org_id": spec.org_id,
+            "project_id": spec.project_id,
+            "source_snapshot_id": spec.source_snapshot_id,
+            "source_volume_id": spec.source_volume_id,
+            "published": {},
+            "state": "creating",
+            "created_at": time.time(),
+        }
+        self._state.update(lambda d: self._reserve(d, "volumes", rec))
+        try:
+            self._make_file(self.volume_file(volume_id), spec.size_bytes, source)
+        except BaseException:
+            self._state.update(lambda d: d["volumes"].pop(volume_id, None))
+            self.volume_file(volume_id).unlink(missing_ok=True)
+            raise
+        self._state.update(lambda d: d["volumes"][volume_id].update(state="ready"))
+        log.info("created volume %s (%s, %d bytes)", volume_id, spec.name, spec.size_bytes)
+        return self.get_volume(volume_id)
+
+    def _reserve(self, doc: Document, table: str, rec: dict[str, Any]) -> None:
+        if _used_bytes(doc) + rec["size_bytes"] > self._capacity:
+            raise ResourceExhausted(
+                f"not enough capacity for {rec['size_bytes']} bytes "
+                f"({self._capacity - _used_bytes(doc)} of {self._capacity} left)"
+            )
+        doc[table][rec["id"]] = rec
+
+    def _source_file(self, spec: VolumeSpec) -> Path | None:
+        if spec.source_snapshot_id:
+            self.get_snapshot(spec.source_snapshot_id)
+            return self.snapshot_file(spec.source_snapshot_id)
+        if spec.source_volume_id:
+            self.get_volume(spec.source_volume_id)
+            return self.volume_file(spec.source_volume_id)
+        return None
+
+    def _make_file(self, path: Path, size: int, source: Path | None) -> None:
+        tmp = path.with_suffix(".tmp")
+        if source is None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.ftruncate(fd, size)
+            finally:
+                os.close(fd)
+        else:
+            self._copy_consistent(source, tmp)
+            os.truncate(tmp, max(size, tmp.stat().st_size))
+        os.replace(tmp, path)
+
+    def _copy_consistent(self, source: Path, dest: Path) -> None:
+        """Sparse/reflink copy of a volume file; a mounted filesystem on it is frozen meanwhile."""
+        frozen = []
+        try:
+            for device in loopdev.find(source):
+                for entry in mounts.mounts_of(device)[:1]:
+                    mounts.freeze(entry.mount_point)
+                    frozen.append(entry.mount_point)
+            run(["cp", "--sparse=always", "--reflink=auto", str(source), str(dest)])
+        finally:
+            for mount_point in frozen:
+                mounts.thaw(mount_point)
+
+    def delete_volume(self, volume_id: str) -> None:
+        rec = self._state.read(lambda d: d["volumes"].get(volume_id))
+        if rec is None:
+            return
+        if rec.get("published"):
+            raise FailedPrecondition(f"volume {volume_id} is still published to {sorted(rec['published'])}")
+        path = self.volume_file(volume_id)
+        for device in loopdev.find(path):
+            if mounts.mounts_of(device):
+                raise FailedPrecondition(f"volume {volume_id} is still mounted on this node")
+            loopdev.detach(device)
+        path.unlink(missing_ok=True)
+        self._state.update(lambda d: d["volumes"].pop(volume_id, None))
+        log.info("deleted volume %s", volume_id)
+
+    def get_volume(self, volume_id: str) -> Volume:
+        rec = self._state.read(lambda d: d["volumes"].get(volume_id))
+        if rec is None or rec.get("state") != "ready":
+            raise VolumeNotFound(volume_id)
+        return self._volume(rec)
+
+    def list_volumes(self) -> list[Volume]:
+        recs = self._state.read(lambda d: [v for v in d["volumes"].values() if v.get("state") == "ready"])
+        return [self._volume(r) for r in recs]
+
+    def expand_volume(self, volume_id: str, size_bytes: int) -> Volume:
+        volume = self.get_volume(volume_id)
+        if size_bytes <= volume.size_bytes:
+            return volume
+
+        def grow(doc: Document) -> None:
+            if _used_bytes(doc) + size_bytes - volume.size_bytes > self._capacity:
+                raise ResourceExhausted(f"not enough capacity to grow {volume_id} to {size_bytes} bytes")
+            doc["volumes"][volume_id] = {**doc["volumes"][volume_id], "size_bytes": size_bytes}
+
+        self._state.update(grow)
+        os.truncate(self.volume_file(volume_id), size_bytes)
+        for device in loopdev.find(self.volume_file(volume_id)):
+            loopdev.refresh(device)
+        log.info("expanded volume %s to %d bytes", volume_id, size_bytes)
+        return replace(volume, size_bytes=size_bytes)
+
+    def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot:
+        existing = self._state.read(lambda d: _by_name(d["snapshots"], name))
+        if existing is not None:
+            if existing["source_volume_id"] != source_volume_id:
+                raise AlreadyExists(f"snapshot {name!r} exists for volume {existing['source_volume_id']}")
+            return self._snapshot(existing)
+        volume = self.get_volume(source_volume_id)
+        snapshot_id = f"snap-{uuid.uuid4().hex}"
+        tmp = self.snapshot_file(snapshot_id).with_suffix(".tmp")
+        try:
+            self._copy_consistent(self.volume_file(source_volume_id), tmp)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        rec = {
+            "id": snapshot_id,
+            "name": name,
+            "source_volume_id": source_volume_id,
+            "size_bytes": volume.size_bytes,
+            "created_at": time.time(),
+        }
+        try:
+            self._state.update(lambda d: self._reserve(d, "snapshots", rec))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, self.snapshot_file(snapshot_id))
+        log.info("created snapshot %s of %s", snapshot_id, source_volume_id)
+        return self._snapshot(rec)
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self.snapshot_file(snapshot_id).unlink(missing_ok=True)
+        self._state.update(lambda d: d["snapshots"].pop(snapshot_id, None))
+
+    def get_snapshot(self, snapshot_id: str) -> Snapshot:
+        rec = self._state.read(lambda d: d["snapshots"].get(snapshot_id))
+        if rec is None:
+            raise SnapshotNotFound(snapshot_id)
+        return self._snapshot(rec)
+
+    def list_snapshots(self) -> list[Snapshot]:
+        return [self._snapshot(r) for r in self._state.read(lambda d: list(d["snapshots"].values()))]
+
+    # -- attach / detach ----------------------------------------------------------------
+
+    def known_node(self, node_id: str) -> bool:
+        return node_id == self._node_id
+
+    def attach(self, volume_id: str, node_id: str, readonly: bool) -> dict[str, str]:
+        if not self.known_node(node_id):
+            raise NodeNotFound(node_id)
+
+        def publish(doc: Document) -> None:
+            rec = doc["volumes"].get(volume_id)
+            if rec is None or rec.get("state") != "ready":
+                raise VolumeNotFound(volume_id)
+            published = dict(rec.get("published", {}))
+            if node_id in published and published[node_id] != readonly:
+                raise AlreadyExists(
+                    f"volume {volume_id} is published to {node_id} with readonly={not readonly}"
+                )
+            on_node = sum(1 for v in doc["volumes"].values() if node_id in v.get("published", {}))
+            if node_id not in published and self._max_per_node and on_node >= self._max_per_node:
+                raise ResourceExhausted(f"node {node_id} already has {on_node} volumes published")
+            published[node_id] = readonly
+            doc["volumes"][volume_id] = {**rec, "published": published}
+
+        self._state.update(publish)
+        device = loopdev.attach(self.volume_file(volume_id))
+        return {"device_path": device, "readonly": "true" if readonly else "false"}
+
+    def detach(self, volume_id: str, node_id: str) -> None:
+        def unpublish(doc: Document) -> bool:
+            rec = doc["volumes"].get(volume_id)
+            if rec is None or node_id not in rec.get("published", {}):
+                return False
+            published = {k: v for k, v in rec["published"].items() if k != node_id}
+            doc["volumes"][volume_id] = {**rec, "published": published}
+            return True
+
+        if self._state.update(unpublish) or self.known_node(node_id):
+            loopdev.detach_all(self.volume_file(volume_id))
+
+    def node_device(self, volume_id: str, publish_context: Mapping[str, str]) -> str:
+        self.get_volume(volume_id)
+        return loopdev.attach(self.volume_file(volume_id))
+
+    def node_release(self, volume_id: str) -> None:
+        rec = self._state.read(lambda d: d["volumes"].get(volume_id))
+        if rec is not None and not rec.get("published"):
+            loopdev.detach_all(self.volume_file(volume_id))
+
+    def node_refresh(self, volume_id: str, device: str) -> int:
+        return loopdev.refresh(device)
+
+    def close(self) -> None:
+        pass
+
+
+def _by_name(table: Mapping[str, Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
+    return next((r for r in table.values() if r["name"] == name), None)
+
+
+def _used_bytes(doc: Document) -> int:
+    return sum(v["size_bytes"] for v in doc["volumes"].values()) + sum(
+        s["size_bytes"] for s in doc["snapshots"].values()
+    )
+
+
+def _fs_size(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize

@@ -1,0 +1,82 @@
+"""`lightningstor-csi`: the LightningStor CSI driver stor.plasmacloud.io."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from common.jsonlog import setup_logging
+from csi.backends.base import VolumeBackend
+from csi.server import build_server
+from csi.settings import DRIVER_NAME, VENDOR_VERSION, CsiSettings, split_host_port
+
+log = logging.getLogger("csi.main")
+
+GRACE_SECONDS = 10.0
+
+
+def make_backend(settings: CsiSettings) -> VolumeBackend:
+    if settings.backend == "lightningstor":
+        from csi.backends.lightningstor import LightningStorBackend
+
+        return LightningStorBackend(settings.lightningstor_endpoint, timeout=settings.lightningstor_timeout)
+    from csi.backends.local import LocalBackend
+
+    return LocalBackend(
+        settings.state_dir,
+        settings.node_id,
+        capacity_bytes=settings.capacity_bytes,
+        max_volumes_per_node=settings.max_volumes_per_node,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        settings = CsiSettings.from_args(sys.argv[1:] if argv is None else argv, os.environ)
+    except ValueError as e:
+        print(f"lightningstor-csi: {e}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s; stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    backend = make_backend(settings)
+    registry = CollectorRegistry()
+    server, health = build_server(settings, backend, registry)
+    if settings.metrics_address:
+        host, port = split_host_port(settings.metrics_address)
+        start_http_server(port, addr=host, registry=registry)
+    server.start()
+    log.info(
+        "%s %s serving %s on %s (backend %s, node %s)",
+        DRIVER_NAME,
+        VENDOR_VERSION,
+        settings.mode,
+        settings.endpoint,
+        backend.name,
+        settings.node_id,
+        extra={"metrics": settings.metrics_address or "off"},
+    )
+    stop.wait()
+    health.enter_graceful_shutdown()
+    server.stop(GRACE_SECONDS).wait()
+    backend.close()
+    settings.socket_path.unlink(missing_ok=True)
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

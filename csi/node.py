@@ -1,0 +1,230 @@
+"""CSI Node service: stage (format if blank, mount), publish (bind mount), stats, expansion.
+
+Unpublish and unstage succeed when the target is already gone, so pods never hang
+in Terminating because of us.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import grpc
+
+from csi import mounts, wire
+from csi.backends.base import VolumeBackend
+from csi.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from csi.locks import KeyedLocks
+from csi.rpc import rpc
+from csi.settings import TOPOLOGY_KEY
+from protos import csi_pb2, csi_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+NodeRpc = csi_pb2.NodeServiceCapability.RPC
+Usage = csi_pb2.VolumeUsage
+
+
+def _require(**fields: object) -> None:
+    for name, value in fields.items():
+        if not value:
+            raise InvalidArgument(f"{name} is required")
+
+
+def _device_of(path: str) -> str:
+    """The block device behind a device-file bind mount: /dev/<name> from the node's rdev."""
+    rdev = os.stat(path).st_rdev
+    name = os.path.basename(os.path.realpath(f"/sys/dev/block/{os.major(rdev)}:{os.minor(rdev)}"))
+    return f"/dev/{name}"
+
+
+class NodeServicer(csi_pb2_grpc.NodeServicer):
+    def __init__(self, backend: VolumeBackend, locks: KeyedLocks, node_id: str, max_volumes: int) -> None:
+        self._backend = backend
+        self._locks = locks
+        self._node_id = node_id
+        self._max_volumes = max_volumes
+
+    @rpc
+    def NodeStageVolume(
+        self, request: csi_pb2.NodeStageVolumeRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodeStageVolumeResponse:
+        _require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
+        _require(volume_capability=request.HasField("volume_capability"))
+        cap = wire.capability(request.volume_capability)
+        staging = request.staging_target_path
+        with self._locks.hold(request.volume_id):
+            volume = self._backend.get_volume(request.volume_id)
+            device = self._backend.node_device(volume.id, request.publish_context)
+            if cap.access_type == "block":
+                return csi_pb2.NodeStageVolumeResponse()
+            current = mounts.find_mount(staging)
+            if current is not None:
+                if current.source != os.path.realpath(device):
+                    raise AlreadyExists(f"{staging} already has {current.source} mounted")
+                return csi_pb2.NodeStageVolumeResponse()
+            fs_type = cap.fs_type or volume.fs_type or mounts.DEFAULT_FS
+            if not mounts.ensure_filesystem(device, fs_type) and fs_type == "ext4":
+                mounts.grow_ext4_offline(device, _block_size(device))
+            mounts.ensure_dir(staging)
+            options = list(cap.mount_flags)
+            if request.publish_context.get("readonly") == "true" or cap.readonly:
+                options.append("ro")
+            mounts.mount(device, staging, fs_type, options)
+        log.info("staged %s (%s) at %s", volume.id, device, staging)
+        return csi_pb2.NodeStageVolumeResponse()
+
+    @rpc
+    def NodeUnstageVolume(
+        self, request: csi_pb2.NodeUnstageVolumeRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodeUnstageVolumeResponse:
+        _require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
+        with self._locks.hold(request.volume_id):
+            mounts.unmount(request.staging_target_path)
+            self._backend.node_release(request.volume_id)
+        return csi_pb2.NodeUnstageVolumeResponse()
+
+    @rpc
+    def NodePublishVolume(
+        self, request: csi_pb2.NodePublishVolumeRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodePublishVolumeResponse:
+        _require(volume_id=request.volume_id, target_path=request.target_path)
+        _require(volume_capability=request.HasField("volume_capability"))
+        cap = wire.capability(request.volume_capability)
+        _require(staging_target_path=request.staging_target_path)
+        readonly = request.readonly or cap.readonly
+        target = request.target_path
+        with self._locks.hold(request.volume_id):
+            volume = self._backend.get_volume(request.volume_id)
+            if cap.access_type == "block":
+                source = self._backend.node_device(volume.id, request.publish_context)
+            else:
+                staged = mounts.find_mount(request.staging_target_path)
+                if staged is None:
+                    raise FailedPrecondition(
+                        f"volume {volume.id} is not staged at {request.staging_target_path}"
+                    )
+                source = request.staging_target_path
+            if self._already_published(target, cap.access_type, source, readonly):
+                return csi_pb2.NodePublishVolumeResponse()
+            if cap.access_type == "block":
+                mounts.ensure_file(target)
+            else:
+                mounts.ensure_dir(target)
+            mounts.bind_mount(source, target, readonly=readonly, options=cap.mount_flags)
+        log.info("published %s at %s (readonly=%s)", volume.id, target, readonly)
+        return csi_pb2.NodePublishVolumeResponse()
+
+    def _already_published(self, target: str, access_type: str, source: str, readonly: bool) -> bool:
+        current = mounts.find_mount(target)
+        if current is None:
+            return False
+        if access_type == "block":
+            same = mounts.is_device_bind(current, source)
+        else:
+            staged = mounts.find_mount(source)
+            same = staged is not None and (current.source, current.root) == (staged.source, staged.root)
+        if not same:
+            raise AlreadyExists(f"{target} already has another volume mounted")
+        if current.readonly != readonly:
+            raise AlreadyExists(f"{target} is already published with readonly={current.readonly}")
+        return True
+
+    @rpc
+    def NodeUnpublishVolume(
+        self, request: csi_pb2.NodeUnpublishVolumeRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodeUnpublishVolumeResponse:
+        _require(volume_id=request.volume_id, target_path=request.target_path)
+        with self._locks.hold(request.volume_id):
+            mounts.unmount(request.target_path)
+            mounts.remove_path(request.target_path)
+        return csi_pb2.NodeUnpublishVolumeResponse()
+
+    @rpc
+    def NodeGetVolumeStats(
+        self, request: csi_pb2.NodeGetVolumeStatsRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodeGetVolumeStatsResponse:
+        _require(volume_id=request.volume_id, volume_path=request.volume_path)
+        self._backend.get_volume(request.volume_id)
+        path = request.volume_path
+        if not os.path.exists(path):
+            raise NotFound(f"volume path {path} does not exist")
+        if mounts.is_block_device(path):
+            size = _block_size(_device_of(path))
+            return csi_pb2.NodeGetVolumeStatsResponse(
+                usage=[Usage(unit=Usage.BYTES, total=size)], volume_condition=_healthy()
+            )
+        if mounts.find_mount(path) is None:
+            return csi_pb2.NodeGetVolumeStatsResponse(
+                volume_condition=csi_pb2.VolumeCondition(abnormal=True, message=f"{path} is not mounted")
+            )
+        st = os.statvfs(path)
+        return csi_pb2.NodeGetVolumeStatsResponse(
+            usage=[
+                Usage(
+                    unit=Usage.BYTES,
+                    total=st.f_blocks * st.f_frsize,
+                    available=st.f_bavail * st.f_frsize,
+                    used=(st.f_blocks - st.f_bfree) * st.f_frsize,
+                ),
+                Usage(
+                    unit=Usage.INODES, total=st.f_files, available=st.f_favail, used=st.f_files - st.f_ffree
+                ),
+            ],
+            volume_condition=_healthy(),
+        )
+
+    @rpc
+    def NodeExpandVolume(
+        self, request: csi_pb2.NodeExpandVolumeRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodeExpandVolumeResponse:
+        _require(volume_id=request.volume_id, volume_path=request.volume_path)
+        path = request.volume_path
+        with self._locks.hold(request.volume_id):
+            volume = self._backend.get_volume(request.volume_id)
+            if not os.path.exists(path):
+                raise NotFound(f"volume path {path} does not exist")
+            if mounts.is_block_device(path):
+                size = self._backend.node_refresh(volume.id, _device_of(path))
+                return csi_pb2.NodeExpandVolumeResponse(capacity_bytes=size)
+            entry = mounts.find_mount(path)
+            if entry is None:
+                raise NotFound(f"volume {volume.id} is not mounted at {path}")
+            size = self._backend.node_refresh(volume.id, entry.source)
+            mounts.grow_filesystem(entry.source, path, entry.fstype)
+        log.info("expanded filesystem of %s at %s to %d bytes", volume.id, path, size)
+        return csi_pb2.NodeExpandVolumeResponse(capacity_bytes=size)
+
+    @rpc
+    def NodeGetCapabilities(
+        self, request: csi_pb2.NodeGetCapabilitiesRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodeGetCapabilitiesResponse:
+        types = (
+            NodeRpc.STAGE_UNSTAGE_VOLUME,
+            NodeRpc.GET_VOLUME_STATS,
+            NodeRpc.EXPAND_VOLUME,
+            NodeRpc.VOLUME_CONDITION,
+        )
+        return csi_pb2.NodeGetCapabilitiesResponse(
+            capabilities=[csi_pb2.NodeServiceCapability(rpc=NodeRpc(type=t)) for t in types]
+        )
+
+    @rpc
+    def NodeGetInfo(
+        self, request: csi_pb2.NodeGetInfoRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.NodeGetInfoResponse:
+        return csi_pb2.NodeGetInfoResponse(
+            node_id=self._node_id,
+            max_volumes_per_node=self._max_volumes,
+            accessible_topology=csi_pb2.Topology(segments={TOPOLOGY_KEY: self._node_id}),
+        )
+
+
+def _healthy() -> csi_pb2.VolumeCondition:
+    return csi_pb2.VolumeCondition(abnormal=False, message="mounted")
+
+
+def _block_size(device: str) -> int:
+    name = os.path.basename(os.path.realpath(device))
+    with open(f"/sys/class/block/{name}/size") as f:
+        return int(f.read()) * 512

@@ -1,0 +1,158 @@
+"""CSI request pieces parsed once at the edge into frozen dataclasses, plus the sizing rules.
+
+Pure functions: no I/O, no backend; unit-tested in tests/unit/csi/test_wire.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from csi.backends.base import GIB, MIB, AccessType
+from csi.errors import InvalidArgument, InvalidToken, OutOfRange
+from csi.mounts import DEFAULT_FS, SUPPORTED_FS
+from protos import csi_pb2
+
+Mode = csi_pb2.VolumeCapability.AccessMode
+SUPPORTED_MODES = frozenset(
+    {
+        Mode.SINGLE_NODE_WRITER,
+        Mode.SINGLE_NODE_READER_ONLY,
+        Mode.SINGLE_NODE_SINGLE_WRITER,
+        Mode.MULTI_NODE_READER_ONLY,
+    }
+)
+READ_ONLY_MODES = frozenset({Mode.SINGLE_NODE_READER_ONLY, Mode.MULTI_NODE_READER_ONLY})
+DEFAULT_SIZE = GIB
+MIN_SIZE = {"xfs": 300 * MIB, "ext4": MIB, "": MIB}
+"""mkfs.xfs (xfsprogs 6) refuses filesystems smaller than 300 MiB."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capability:
+    access_type: AccessType
+    fs_type: str
+    mount_flags: tuple[str, ...]
+    mode: int
+
+    @property
+    def readonly(self) -> bool:
+        return self.mode in READ_ONLY_MODES
+
+
+def capability(cap: csi_pb2.VolumeCapability, *, strict: bool = True) -> Capability:
+    """Parse one VolumeCapability; strict=True raises InvalidArgument for what we don't support."""
+    which = cap.WhichOneof("access_type")
+    if which is None:
+        raise InvalidArgument("volume_capability.access_type (mount or block) is required")
+    if not cap.HasField("access_mode") or cap.access_mode.mode == Mode.UNKNOWN:
+        raise InvalidArgument("volume_capability.access_mode is required")
+    if strict and cap.access_mode.mode not in SUPPORTED_MODES:
+        raise InvalidArgument(f"access mode {Mode.Mode.Name(cap.access_mode.mode)} is not supported")
+    fs_type = cap.mount.fs_type if which == "mount" else ""
+    if strict and fs_type and fs_type not in SUPPORTED_FS:
+        raise InvalidArgument(f"fs_type {fs_type!r} is not supported (supported: {', '.join(SUPPORTED_FS)})")
+    return Capability(
+        access_type="mount" if which == "mount" else "block",
+        fs_type=fs_type,
+        mount_flags=tuple(cap.mount.mount_flags) if which == "mount" else (),
+        mode=cap.access_mode.mode,
+    )
+
+
+def capabilities(caps: Sequence[csi_pb2.VolumeCapability]) -> list[Capability]:
+    if not caps:
+        raise InvalidArgument("volume_capabilities are required")
+    parsed = [capability(c) for c in caps]
+    if len({c.access_type for c in parsed}) > 1:
+        raise InvalidArgument("a volume is either block or mount, not both")
+    return parsed
+
+
+def supported(cap: csi_pb2.VolumeCapability, access_type: AccessType) -> bool:
+    try:
+        parsed = capability(cap)
+    except InvalidArgument:
+        return False
+    return parsed.access_type == access_type
+
+
+def is_supported(cap: csi_pb2.VolumeCapability) -> bool:
+    try:
+        capability(cap)
+    except InvalidArgument:
+        return False
+    return True
+
+
+def volume_fs_type(caps: Sequence[Capability]) -> str:
+    if caps[0].access_type == "block":
+        return ""
+    types = {c.fs_type for c in caps if c.fs_type}
+    if len(types) > 1:
+        raise InvalidArgument(f"conflicting fs_types {sorted(types)}")
+    return types.pop() if types else DEFAULT_FS
+
+
+def round_up(n: int, unit: int = MIB) -> int:
+    return -(-n // unit) * unit
+
+
+def size_from_range(
+    rng: csi_pb2.CapacityRange | None, *, fs_type: str, max_bytes: int, floor: int = 0
+) -> int:
+    """The size to provision for a capacity range: at least required, at most limit.
+
+    `floor` is a size the content needs (a snapshot being restored). Sizes are whole MiB.
+    """
+    required = rng.required_bytes if rng is not None else 0
+    limit = rng.limit_bytes if rng is not None else 0
+    if required < 0 or limit < 0:
+        raise InvalidArgument("capacity_range bytes must not be negative")
+    if limit and required > limit:
+        raise InvalidArgument(f"required_bytes {required} exceeds limit_bytes {limit}")
+    size = required or (min(DEFAULT_SIZE, limit) if limit else DEFAULT_SIZE)
+    size = max(round_up(size), MIN_SIZE.get(fs_type, MIB), floor)
+    if limit and size > limit:
+        raise OutOfRange(f"smallest possible size {size} exceeds limit_bytes {limit}")
+    if size > max_bytes:
+        raise OutOfRange(f"size {size} exceeds the largest volume this backend can provision ({max_bytes})")
+    return size
+
+
+def in_range(size: int, rng: csi_pb2.CapacityRange | None) -> bool:
+    if rng is None:
+        return True
+    return size >= rng.required_bytes and (not rng.limit_bytes or size <= rng.limit_bytes)
+
+
+def page_token(next_id: str) -> str:
+    raw = next_id.encode()
+    return f"{base64.urlsafe_b64encode(raw).decode()}.{zlib.crc32(raw):08x}"
+
+
+def token_start(token: str) -> str:
+    """The id a page starts at; InvalidToken (ABORTED) for tokens we never handed out."""
+    encoded, _, check = token.rpartition(".")
+    try:
+        raw = base64.urlsafe_b64decode(encoded.encode())
+    except (binascii.Error, ValueError) as e:
+        raise InvalidToken(f"invalid starting_token {token!r}") from e
+    if not encoded or f"{zlib.crc32(raw):08x}" != check:
+        raise InvalidToken(f"invalid starting_token {token!r}")
+    return raw.decode()
+
+
+def paginate(ids: Sequence[str], max_entries: int, starting_token: str) -> tuple[int, int, str]:
+    """Slice bounds [start, end) into sorted `ids` and the next token ("" on the last page)."""
+    if max_entries < 0:
+        raise InvalidArgument("max_entries must not be negative")
+    start = 0
+    if starting_token:
+        start = bisect.bisect_left(ids, token_start(starting_token))
+    end = len(ids) if max_entries == 0 else min(len(ids), start + max_entries)
+    return start, end, page_token(ids[end]) if end < len(ids) else ""

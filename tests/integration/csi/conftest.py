@@ -1,0 +1,183 @@
+"""The real `lightningstor-csi` process on a real unix socket, with loop devices and mounts.
+
+Everything a test creates lives under one short temp dir; the fixtures unmount and
+detach everything under it (csi.cleanup.release_under) even when the test failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+
+from csi.cleanup import release_under
+from protos import csi_pb2, csi_pb2_grpc
+from tests.conftest import require_root
+
+REPO = Path(__file__).resolve().parents[3]
+NODE_ID = "csi-test-node"
+GIB = 1 << 30
+MIB = 1 << 20
+Mode = csi_pb2.VolumeCapability.AccessMode
+
+
+@dataclass
+class Driver:
+    """One driver process; `restart()` keeps its state dir."""
+
+    root: Path
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+    channel: grpc.Channel | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "csi.sock"
+
+    @property
+    def endpoint(self) -> str:
+        return f"unix://{self.socket}"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    def start(self) -> None:
+        argv = [sys.executable, "-m", "csi.main", "--mode", "all", "--endpoint", self.endpoint]
+        argv += ["--node-id", NODE_ID, "--state-dir", str(self.state_dir), *self.extra_args]
+        log = (self.root / "driver.log").open("ab")
+        self.proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+        self.channel = grpc.insecure_channel(self.endpoint)
+        wait_ready(self.identity, self.proc)
+
+    def stop(self) -> int:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.proc = None
+        return code
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    @property
+    def identity(self) -> csi_pb2_grpc.IdentityStub:
+        assert self.channel is not None
+        return csi_pb2_grpc.IdentityStub(self.channel)
+
+    @property
+    def controller(self) -> csi_pb2_grpc.ControllerStub:
+        assert self.channel is not None
+        return csi_pb2_grpc.ControllerStub(self.channel)
+
+    @property
+    def node(self) -> csi_pb2_grpc.NodeStub:
+        assert self.channel is not None
+        return csi_pb2_grpc.NodeStub(self.channel)
+
+    def log_text(self) -> str:
+        return (self.root / "driver.log").read_text(errors="replace")
+
+
+def wait_ready(
+    identity: csi_pb2_grpc.IdentityStub, proc: subprocess.Popen[bytes], timeout: float = 20
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"driver exited with {proc.returncode}")
+        try:
+            if identity.Probe(csi_pb2.ProbeRequest(), timeout=1).ready.value:
+                return
+        except grpc.RpcError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("driver never became ready")
+
+
+def make_root() -> Path:
+    return Path(tempfile.mkdtemp(prefix="csit-", dir="/tmp"))
+
+
+def teardown_root(root: Path) -> list[str]:
+    released = release_under(root)
+    shutil.rmtree(root, ignore_errors=True)
+    return released
+
+
+@pytest.fixture
+def driver() -> Iterator[Driver]:
+    require_root()
+    d = Driver(make_root())
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        teardown_root(d.root)
+
+
+def mount_cap(
+    fs_type: str = "", mode: int = Mode.SINGLE_NODE_WRITER, flags: tuple[str, ...] = ()
+) -> csi_pb2.VolumeCapability:
+    return csi_pb2.VolumeCapability(
+        mount=csi_pb2.VolumeCapability.MountVolume(fs_type=fs_type, mount_flags=list(flags)),
+        access_mode=csi_pb2.VolumeCapability.AccessMode(mode=mode),
+    )
+
+
+def block_cap(mode: int = Mode.SINGLE_NODE_WRITER) -> csi_pb2.VolumeCapability:
+    return csi_pb2.VolumeCapability(
+        block=csi_pb2.VolumeCapability.BlockVolume(),
+        access_mode=csi_pb2.VolumeCapability.AccessMode(mode=mode),
+    )
+
+
+def create_req(
+    name: str, size: int = 64 * MIB, cap: csi_pb2.VolumeCapability | None = None, limit: int = 0
+) -> csi_pb2.CreateVolumeRequest:
+    return csi_pb2.CreateVolumeRequest(
+        name=name,
+        capacity_range=csi_pb2.CapacityRange(required_bytes=size, limit_bytes=limit),
+        volume_capabilities=[cap or mount_cap()],
+        parameters={"type": "ssd", "replication": "1"},
+    )
+
+
+def loops_under(root: Path) -> list[str]:
+    out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(root) in line]
+
+
+def mounts_under(root: Path) -> list[str]:
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(root) in line]
+
+
+def code_of(call: object) -> grpc.StatusCode:
+    """Run a zero-argument callable expected to fail with an RpcError; return its code."""
+    with pytest.raises(grpc.RpcError) as info:
+        call()  # type: ignore[operator]
+    return info.value.code()
+
+
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
