@@ -1,0 +1,285 @@
+"""PodNetworkService: ADD, DEL, CHECK, GC and STATUS as orchestration over the adapters.
+
+Synchronous on purpose (ovsdbapp and pyroute2 block); the aiohttp edge runs it in worker
+threads, one request per container id at a time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cni.attachment import Attachment, mac_for, parse_alias
+from cni.errors import (
+    CheckFailed,
+    ContainerUnknown,
+    InvalidNetworkConfig,
+    PluginNotAvailable,
+    PortNotReady,
+)
+from cni.ipam import OVN_IPAM_TYPES, AddressSource, Allocation, DelegatedIpam
+from cni.links import Links, NetnsGone, PodLinkConfig
+from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, Ovsdb, OvsPorts
+from cni.ovn_nb import Northbound
+from cni.settings import AgentSettings
+from cni.wire import CniRequest, CniResult, Interface, IpConfig, NetConf
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Adapters:
+    links: Links
+    ovs: OvsPorts
+    nb: Northbound
+    ovs_db: Ovsdb
+    nb_db: Ovsdb
+    ovn_ipam: AddressSource
+    prismnet_ipam: Callable[[str], AddressSource] | None = None
+    """Builds the gRPC source for a `prismnetEndpoint` (None: not available in this build)."""
+
+
+class PodNetworkService:
+    def __init__(self, settings: AgentSettings, adapters: Adapters, node: str) -> None:
+        self._s, self._a, self.node = settings, adapters, node
+
+    # -- ADD ---------------------------------------------------------------------------
+    def add(self, req: CniRequest) -> CniResult:
+        att = Attachment.from_request(req, self.node)
+        plog = _plog(req, att)
+        source = self._source(req.netconf)
+        self._teardown(req, att, source)  # an ADD retried with the same container id starts clean
+        try:
+            alloc = source.allocate(req, att)
+            mac = self._ensure_port(att, alloc)
+            pod_if = PodLinkConfig(
+                ifname=att.ifname,
+                mac=mac,
+                mtu=req.netconf.mtu,
+                addresses=tuple(i.address for i in alloc.ips),
+                routes=tuple((r.dst, r.gw) for r in alloc.routes),
+            )
+            self._a.links.create_veth(att.host_if, att.netns, pod_if, att.alias)
+            host = self._a.links.host_link(att.host_if)
+            with self._a.ovs.expect_installed(att.host_if) as installed:
+                self._a.ovs.bind(att.host_if, att.lsp, att.external_ids())
+                if not installed.wait(self._s.port_up_timeout):
+                    raise PortNotReady(
+                        f"ovn-controller did not install {att.lsp} within {self._s.port_up_timeout:.0f}s",
+                        "is ovn-controller running?",
+                    )
+        except BaseException:
+            plog.warning("ADD failed; removing what it created", exc_info=True)
+            self._teardown(req, att, source)
+            raise
+        plog.info("added %s on %s via %s", ",".join(i.address for i in alloc.ips), att.lsp, source.name)
+        return self._result(req, att, alloc, mac, host.mac if host else "")
+
+    def _ensure_port(self, att: Attachment, alloc: Allocation) -> str:
+        """The pod's logical switch port, when the address source did not create it."""
+        if alloc.port_created:
+            return alloc.mac
+        first = ipaddress.ip_interface(alloc.ips[0].address)
+        mac = alloc.mac or mac_for(str(first.ip))
+        self._a.nb.ensure_switch(
+            att.switch,
+            self._s.cluster_network,
+            self._s.subnet_prefix,
+            subnet=first.network,
+            gateway=alloc.ips[0].gateway,
+        )
+        addr = " ".join([mac, *(str(ipaddress.ip_interface(i.address).ip) for i in alloc.ips)])
+        self._a.nb.add_port(att.switch, att.lsp, [addr], [addr], att.external_ids())
+        return mac
+
+    def _result(
+        self, req: CniRequest, att: Attachment, alloc: Allocation, mac: str, host_mac: str
+    ) -> CniResult:
+        prev = req.netconf.prev_result or CniResult()
+        base = len(prev.interfaces)
+        return CniResult(
+            interfaces=(
+                *prev.interfaces,
+                Interface(name=att.host_if, mac=host_mac),
+                Interface(name=att.ifname, mac=mac, mtu=req.netconf.mtu, sandbox=att.netns),
+            ),
+            ips=(
+                *prev.ips,
+                *(IpConfig(address=i.address, gateway=i.gateway, interface=base + 1) for i in alloc.ips),
+            ),
+            routes=(*prev.routes, *alloc.routes),
+            dns=alloc.dns if alloc.dns.nameservers or alloc.dns.search else prev.dns,
+        )
+
+    # -- DEL ---------------------------------------------------------------------------
+    def delete(self, req: CniRequest) -> None:
+        att = Attachment.from_request(req, self.node)
+        self._teardown(req, att, self._source(req.netconf))
+        _plog(req, att).info("deleted %s", att.lsp)
+
+    def _teardown(self, req: CniRequest, att: Attachment, source: AddressSource) -> None:
+        """Remove everything of one attachment; every step succeeds when its object is gone."""
+        port = self._a.ovs.port(att.host_if)
+        lsp = port.external_ids.get(K_LSP, att.lsp) if port else att.lsp
+        if port is not None:
+            self._a.ovs.unbind(att.host_if)
+        self._a.links.delete(att.host_if)  # the pod end goes with it (or went with its netns)
+        self._a.nb.delete_port(lsp)
+        if lsp != att.lsp:
+            self._a.nb.delete_port(att.lsp)
+        source.release(req, att)
+
+    # -- CHECK -------------------------------------------------------------------------
+    def check(self, req: CniRequest) -> None:
+        prev = req.netconf.prev_result
+        if prev is None:
+            raise InvalidNetworkConfig("CHECK needs prevResult")
+        att = Attachment.from_request(req, self.node)
+        sandbox = [i for i in prev.interfaces if i.name == att.ifname and i.sandbox]
+        if not sandbox:
+            raise CheckFailed(f"prevResult has no interface {att.ifname} in a sandbox")
+        want = sandbox[0]
+        try:
+            pod = self._a.links.pod_link(att.netns, att.ifname)
+        except NetnsGone as e:
+            raise ContainerUnknown(str(e)) from e
+        problems = []
+        if pod is None:
+            raise CheckFailed(f"interface {att.ifname} is missing in {att.netns}")
+        if want.mac and pod.mac.lower() != want.mac.lower():
+            problems.append(f"{att.ifname} MAC is {pod.mac}, prevResult says {want.mac}")
+        if want.mtu and pod.mtu != want.mtu:
+            problems.append(f"{att.ifname} MTU is {pod.mtu}, prevResult says {want.mtu}")
+        if not pod.up:
+            problems.append(f"{att.ifname} is down")
+        if pod.tx_checksum:
+            problems.append(f"{att.ifname} has TX checksum offload on")
+        idx = prev.interfaces.index(want)
+        for ip in prev.ips:
+            if ip.interface in (None, idx) and ip.address not in pod.addresses:
+                problems.append(f"{att.ifname} lacks address {ip.address} (has {', '.join(pod.addresses)})")
+        for r in prev.routes:
+            if (_norm(r.dst), r.gw) not in {(_norm(d), g) for d, g in pod.routes}:
+                problems.append(f"route {r.dst} via {r.gw or '-'} is missing in {att.netns}")
+        problems += self._check_host_side(att, prev)
+        if problems:
+            raise CheckFailed("; ".join(problems))
+
+    def _check_host_side(self, att: Attachment, prev: CniResult) -> list[str]:
+        out = []
+        host = self._a.links.host_link(att.host_if)
+        if host is None or not host.up:
+            out.append(f"host veth {att.host_if} is {'down' if host else 'missing'}")
+        port = self._a.ovs.port(att.host_if)
+        if port is None or port.external_ids.get("iface-id") != att.lsp:
+            out.append(f"OVS port {att.host_if} is not bound to {att.lsp}")
+        elif not port.installed:
+            out.append(f"ovn-controller has not installed {att.lsp}")
+        lsp = self._a.nb.port(att.lsp)
+        if lsp is None:
+            out.append(f"logical switch port {att.lsp} is missing")
+        else:
+            held = " ".join(lsp.addresses).split()
+            for ip in prev.ips:
+                if str(ipaddress.ip_interface(ip.address).ip) not in held:
+                    out.append(f"logical switch port {att.lsp} does not hold {ip.address}")
+        return out
+
+    # -- GC ----------------------------------------------------------------------------
+    def gc(self, req: CniRequest) -> list[tuple[str, str]]:
+        """Remove every attachment of this network on this node that is not in the valid list."""
+        valid = req.netconf.valid_attachments or frozenset()
+        net = req.netconf.name
+        stale: dict[tuple[str, str], Attachment] = {}
+        for port in self._a.ovs.owned_ports():
+            a = Attachment.from_ids(port.external_ids)
+            if a.network == net and a.key not in valid:
+                stale[a.key] = a
+        for lsp in self._a.nb.owned_ports(self.node):
+            a = Attachment.from_ids(lsp.external_ids)
+            if a.network == net and a.key not in valid:
+                stale.setdefault(a.key, a)
+        for _name, alias in self._a.links.owned_links().items():
+            parsed = parse_alias(alias)
+            if parsed and parsed[0] == net and (parsed[1], parsed[2]) not in valid:
+                stale.setdefault(
+                    (parsed[1], parsed[2]),
+                    Attachment(
+                        container_id=parsed[1],
+                        ifname=parsed[2],
+                        network=net,
+                        namespace="default",
+                        pod="",
+                        netns="",
+                        node=self.node,
+                    ),
+                )
+        source = self._source(req.netconf)
+        for key, att in sorted(stale.items()):
+            self._teardown(req, att, source)
+            log.info("gc removed attachment %s/%s", *key, extra={"cid": key[0][:12]})
+        return sorted(stale)
+
+    # -- STATUS ------------------------------------------------------------------------
+    def status(self, req: CniRequest) -> None:
+        problems = []
+        if not self._a.ovs_db.connected():
+            problems.append(f"OVSDB {self._s.ovs_db} not connected")
+        if not self._a.nb_db.connected():
+            problems.append(f"OVN northbound {self._s.ovn_nb_db} not connected")
+        reason = self._source(req.netconf).problem(req)
+        if reason:
+            problems.append(f"IPAM: {reason}")
+        if problems:
+            raise PluginNotAvailable("prismnet is not ready", "; ".join(problems))
+
+    # -- helpers -----------------------------------------------------------------------
+    def _source(self, netconf: NetConf) -> AddressSource:
+        if netconf.prismnet_endpoint:
+            if self._a.prismnet_ipam is None:
+                raise InvalidNetworkConfig("prismnetEndpoint is set but this agent has no PrismNET client")
+            return self._a.prismnet_ipam(netconf.prismnet_endpoint)
+        if netconf.ipam is None or netconf.ipam.type in OVN_IPAM_TYPES:
+            self._check_ovn_conf(netconf)
+            return self._a.ovn_ipam
+        return DelegatedIpam(netconf.ipam.type)
+
+    def _check_ovn_conf(self, netconf: NetConf) -> None:
+        nb = netconf.ovn.northbound
+        if nb and nb != self._s.ovn_nb_db:
+            raise InvalidNetworkConfig(
+                f"ovn.northbound is {nb} but prismnet-agent uses {self._s.ovn_nb_db}",
+                "configure both the same",
+            )
+        subnet = _ipam_subnet(netconf)
+        if subnet and subnet != self._s.cluster_network:
+            raise InvalidNetworkConfig(
+                f"ipam.subnet {subnet} differs from the agent's cluster CIDR {self._s.cluster_cidr}"
+            )
+
+
+def _ipam_subnet(netconf: NetConf) -> ipaddress.IPv4Network | None:
+    import json
+
+    if netconf.ipam is None:
+        return None
+    value = json.loads(netconf.ipam.raw).get("subnet")
+    if value is None:
+        return None
+    try:
+        return ipaddress.IPv4Network(value)
+    except ValueError as e:
+        raise InvalidNetworkConfig(f"ipam.subnet {value!r} is not an IPv4 CIDR") from e
+
+
+def _norm(cidr: str) -> str:
+    return str(ipaddress.ip_network(cidr, strict=False))
+
+
+def _plog(req: CniRequest, att: Attachment) -> logging.LoggerAdapter[logging.Logger]:
+    return logging.LoggerAdapter(log, {"pod": req.pod.key, "cid": att.container_id[:12], "cmd": req.command})
+
+
+__all__ = ["K_CID", "K_IFNAME", "K_NET", "Adapters", "PodNetworkService"]

@@ -1,0 +1,171 @@
+"""Address allocation behind one Protocol, with three sources.
+
+- `OvnIpam` (default): OVN's own IPAM. The namespace switch carries `other_config:subnet`
+  (carved from the cluster CIDR, see `ovn_nb`), the pod port is created with
+  `addresses=dynamic`, ovn-northd picks MAC + IP, we pin them. One source of truth for the
+  whole cluster (the NB database), addresses unique even with many agents adding at once,
+  and released with the port row, so nothing leaks across agent restarts (GC deletes ports).
+- `DelegatedIpam`: `ipam.type` names another CNI IPAM plugin (e.g. host-local) found in
+  CNI_PATH; we run it with the same environment and netconf, as the CNI conventions say.
+- `PrismnetIpam` (`cni/ipam_prismnet.py`): the PrismNET AllocateIP/ReleaseIP gRPC API when
+  `prismnetEndpoint` is configured.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import subprocess
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cni.attachment import Attachment
+from cni.errors import CniError, DelegatedPluginError, InvalidNetworkConfig, IpamFailure, TryAgainLater
+from cni.ovn_nb import Northbound, SubnetsExhausted
+from cni.wire import CniRequest, CniResult, Dns, IpConfig, Route
+
+log = logging.getLogger(__name__)
+
+OVN_IPAM_TYPES = ("", "prismnet-ipam", "ovn")
+"""ipam.type values meaning 'OVN's own IPAM' (the spec's conflist says prismnet-ipam)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Allocation:
+    ips: tuple[IpConfig, ...]
+    routes: tuple[Route, ...] = ()
+    dns: Dns = field(default_factory=Dns)
+    mac: str = ""
+    """Set when the source chose the MAC too (OVN IPAM)."""
+    port_created: bool = False
+    """True when the source already created the pod's logical switch port (OVN IPAM)."""
+
+
+class AddressSource(Protocol):
+    name: str
+
+    def allocate(self, req: CniRequest, att: Attachment) -> Allocation: ...
+
+    def release(self, req: CniRequest, att: Attachment) -> None:
+        """Idempotent: succeeds when nothing is held."""
+
+    def problem(self, req: CniRequest) -> str:
+        """'' when usable, else why not (for STATUS)."""
+
+
+class OvnIpam:
+    name = "ovn"
+
+    def __init__(
+        self,
+        nb: Northbound,
+        cluster: ipaddress.IPv4Network,
+        prefix: int,
+        timeout: float,
+        dns: Dns,
+        ovn_connected: object,
+    ) -> None:
+        self._nb, self._cluster, self._prefix, self._timeout = nb, cluster, prefix, timeout
+        self._dns, self._connected = dns, ovn_connected
+
+    def allocate(self, req: CniRequest, att: Attachment) -> Allocation:
+        try:
+            info = self._nb.ensure_switch(att.switch, self._cluster, self._prefix)
+        except SubnetsExhausted as e:
+            raise IpamFailure(str(e)) from e
+        if not info.subnet or not info.gateway:
+            raise IpamFailure(f"switch {att.switch} exists without a PrismNET subnet; cannot allocate")
+        with self._nb.expect_dynamic_address(att.lsp) as exp:
+            self._nb.add_port(att.switch, att.lsp, ["dynamic"], [], att.external_ids())
+            value = exp.wait(self._timeout)
+        if not value:
+            lsp = self._nb.port(att.lsp)
+            value = lsp.dynamic_addresses if lsp else ""
+        if not value or len(value.split()) < 2:
+            raise TryAgainLater(
+                f"ovn-northd assigned no address to {att.lsp} on {att.switch}",
+                "is ovn-northd running, or is the subnet full?",
+            )
+        self._nb.pin_addresses(att.lsp, value)
+        mac, ip = value.split()[:2]
+        plen = ipaddress.ip_network(info.subnet).prefixlen
+        return Allocation(
+            ips=(IpConfig(address=f"{ip}/{plen}", gateway=info.gateway, interface=1),),
+            routes=(Route(dst="0.0.0.0/0", gw=info.gateway),),
+            dns=self._dns,
+            mac=mac,
+            port_created=True,
+        )
+
+    def release(self, req: CniRequest, att: Attachment) -> None:
+        """Nothing to do: the address is the port's, and the service deletes the port."""
+
+    def problem(self, req: CniRequest) -> str:
+        return "" if self._connected() else "OVN northbound database not connected"  # type: ignore[operator]
+
+
+class DelegatedIpam:
+    """Runs `ipam.type` from CNI_PATH with our own environment and netconf."""
+
+    def __init__(self, plugin: str) -> None:
+        self.name = plugin
+
+    def allocate(self, req: CniRequest, att: Attachment) -> Allocation:
+        result = CniResult.from_dict(self._run(req, "ADD", att))
+        if not result.ips:
+            raise IpamFailure(f"IPAM plugin {self.name} returned no address")
+        return Allocation(
+            ips=tuple(IpConfig(address=i.address, gateway=i.gateway, interface=1) for i in result.ips),
+            routes=result.routes,
+            dns=result.dns,
+        )
+
+    def release(self, req: CniRequest, att: Attachment) -> None:
+        self._run(req, "DEL", att)
+
+    def problem(self, req: CniRequest) -> str:
+        try:
+            self._find(req)
+        except CniError as e:
+            return e.msg
+        return ""
+
+    def _find(self, req: CniRequest) -> str:
+        for d in req.path:
+            exe = os.path.join(d, self.name)
+            if os.access(exe, os.X_OK):
+                return exe
+        raise InvalidNetworkConfig(f"IPAM plugin {self.name!r} not found in CNI_PATH {':'.join(req.path)!r}")
+
+    def _run(self, req: CniRequest, command: str, att: Attachment) -> dict[str, object]:
+        env = {
+            "CNI_COMMAND": command,
+            "CNI_CONTAINERID": att.container_id,
+            "CNI_NETNS": att.netns,
+            "CNI_IFNAME": att.ifname,
+            "CNI_ARGS": req.cni_args,
+            "CNI_PATH": ":".join(req.path),
+        }
+        proc = subprocess.run(
+            [self._find(req)], input=req.netconf.raw.encode(), env=env, capture_output=True, timeout=60
+        )
+        out = proc.stdout.decode(errors="replace").strip()
+        try:
+            reply = json.loads(out) if out else {}
+        except ValueError:
+            reply = {}
+        if proc.returncode != 0:
+            code = reply.get("code", 999) if isinstance(reply, dict) else 999
+            msg = (
+                reply.get("msg", out or proc.stderr.decode(errors="replace"))
+                if isinstance(reply, dict)
+                else out
+            )
+            raise DelegatedPluginError(
+                int(code),
+                f"IPAM plugin {self.name} {command} failed: {msg}",
+                str(reply.get("details", "")) if isinstance(reply, dict) else "",
+            )
+        return reply if isinstance(reply, dict) else {}

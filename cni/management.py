@@ -1,0 +1,135 @@
+"""The node's management port: an OVS internal port bound to an LSP on the node's own switch.
+
+It gives the node an address on the pod network, so the node reaches pods (kubelet
+probes) and pods reach the node; the cluster router's default route points at it and
+the node masquerades pod traffic leaving the cluster CIDR (egress). Everything created
+outside OVSDB (the rule, the device) is named from the settings so `teardown_host` removes
+exactly it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+
+from cni.links import Links
+from cni.ovn import OvsPorts
+from cni.ovn_nb import Northbound
+from cni.settings import AgentSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ManagementPort:
+    ifname: str
+    lsp: str
+    address: str
+    """CIDR of the node on its management switch."""
+    gateway: str
+
+
+def management_names(node: str) -> tuple[str, str]:
+    """(switch, lsp): a dot cannot appear in a namespace name, so these never collide with pods."""
+    return f"k8s-mgmt.{node}", f"mgmt.{node}"
+
+
+def ensure_management_port(
+    s: AgentSettings, nb: Northbound, ovs: OvsPorts, links: Links, node: str
+) -> ManagementPort:
+    switch, lsp = management_names(node)
+    info = nb.ensure_switch(switch, s.cluster_network, s.subnet_prefix)
+    existing = nb.port(lsp)
+    value = (
+        existing.addresses[0]
+        if existing and existing.addresses and existing.addresses[0] != "dynamic"
+        else ""
+    )
+    if not value:
+        with nb.expect_dynamic_address(lsp) as exp:
+            nb.add_port(switch, lsp, ["dynamic"], [], {"prismnet.node": node, "prismnet.role": "management"})
+            value = exp.wait(s.port_up_timeout) or ""
+        if not value:
+            raise RuntimeError(f"ovn-northd assigned no address to the management port {lsp}")
+        nb.pin_addresses(lsp, value)
+    mac, ip = value.split()[:2]
+    plen = ipaddress.ip_network(info.subnet).prefixlen
+    with ovs.expect_installed(s.management_if) as installed:
+        ovs.bind(s.management_if, lsp, {"prismnet.role": "management"}, internal=True)
+        _wait_device(links, s.management_if)
+        links.configure_host_port(
+            s.management_if, mac, s.mtu, f"{ip}/{plen}", ((s.cluster_cidr, info.gateway),)
+        )
+        if not installed.wait(s.port_up_timeout):
+            raise RuntimeError(f"ovn-controller did not install the management port {lsp}")
+    port = ManagementPort(s.management_if, lsp, f"{ip}/{plen}", info.gateway)
+    if s.masquerade:
+        nb.ensure_default_route(ip)
+        _write(f"/proc/sys/net/ipv4/conf/{s.management_if}/forwarding", "1")
+        _ensure_masquerade(s)
+    log.info("management port %s is %s on %s", s.management_if, port.address, switch)
+    return port
+
+
+def _wait_device(links: Links, ifname: str, timeout: float = 5.0) -> None:
+    # ovs-vswitchd creates the tap asynchronously; there is no OVSDB column to watch for it.
+    deadline = time.monotonic() + timeout
+    while not links.exists(ifname):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"ovs-vswitchd did not create {ifname}")
+        time.sleep(0.01)
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def masquerade_rule(s: AgentSettings) -> list[str]:
+    return [
+        "POSTROUTING",
+        "-s",
+        s.cluster_cidr,
+        "!",
+        "-d",
+        s.cluster_cidr,
+        "-m",
+        "comment",
+        "--comment",
+        f"prismnet:{s.management_if}",
+        "-j",
+        "MASQUERADE",
+    ]
+
+
+def _iptables(op: str, rule: list[str]) -> bool:
+    proc = subprocess.run(["iptables", "-w", "5", "-t", "nat", op, *rule], capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+def _ensure_masquerade(s: AgentSettings) -> None:
+    rule = masquerade_rule(s)
+    if not _iptables("-C", rule) and not _iptables("-A", rule):
+        raise RuntimeError(f"cannot add iptables rule {' '.join(rule)}")
+
+
+def teardown_host(s: AgentSettings) -> None:
+    """Remove what the management port created in the kernel: its masquerade rule and device."""
+    rule = masquerade_rule(s)
+    while _iptables("-C", rule):
+        _iptables("-D", rule)
+    if os.path.exists(f"/sys/class/net/{s.management_if}"):
+        Links().delete(s.management_if)
+
+
+def teardown_ovn(s: AgentSettings, nb: Northbound, ovs: OvsPorts, node: str, mgmt_ip: str = "") -> None:
+    """Remove the management port from OVSDB (for a node leaving the cluster)."""
+    _, lsp = management_names(node)
+    ovs.unbind(s.management_if)
+    nb.delete_port(lsp)
+    if mgmt_ip:
+        nb.delete_default_route(mgmt_ip)

@@ -1,0 +1,252 @@
+"""OVSDB through ovsdbapp: connections, row watching and OVS port binding (`ovn_nb.py`: NB topology).
+
+These two modules are the only ovsdbapp importers in cni/.
+
+One connection per database per process, built in main(). Each connection's IDL tells a
+`Watcher` about every row it sees change, so waiting for ovn-controller
+(`Interface.external_ids:ovn-installed`) or ovn-northd (`dynamic_addresses`) is a wait on
+a `threading.Event` that the update itself sets: we watch the database, never poll it.
+Expectations are registered *before* the write that triggers them, so no update is missed.
+
+NB topology (spec): one switch `k8s-<namespace>` per namespace with a subnet carved from
+the cluster CIDR, one router `k8s-cluster-router` with a port per switch, one LSP per pod.
+Every row this suite writes carries `external_ids` `prismnet.*` keys saying who owns it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ovsdbapp.backend.ovs_idl import command, connection, idlutils
+from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl
+from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl
+
+log = logging.getLogger(__name__)
+
+ROUTER = "k8s-cluster-router"
+OWNER = "prismnet.owner"
+K_CID, K_IFNAME, K_NS, K_POD, K_NODE, K_NET, K_NETNS, K_LSP = (
+    "prismnet.container-id",
+    "prismnet.ifname",
+    "prismnet.namespace",
+    "prismnet.pod",
+    "prismnet.node",
+    "prismnet.network",
+    "prismnet.netns",
+    "prismnet.lsp",
+)
+K_SUBNET, K_GEN, K_IPAM = "prismnet.subnet", "prismnet.subnet-generation", "prismnet.ipam"
+OVS_TABLES = ("Open_vSwitch", "Bridge", "Port", "Interface")
+NB_TABLES = (
+    "NB_Global",
+    "Logical_Switch",
+    "Logical_Switch_Port",
+    "Logical_Router",
+    "Logical_Router_Port",
+    "Logical_Router_Static_Route",
+)
+
+
+class OvsdbUnavailable(RuntimeError):
+    pass
+
+
+class Expectation:
+    def __init__(self, predicate: Callable[[Any], Any]) -> None:
+        self.predicate, self.event, self.value = predicate, threading.Event(), None
+
+    def wait(self, timeout: float) -> Any:
+        """The predicate's first truthy value, or None on timeout."""
+        return self.value if self.event.wait(timeout) else None
+
+
+class Watcher:
+    """Row updates from the IDL thread, matched against waiting callers by (table, name)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waits: dict[tuple[str, str], list[Expectation]] = {}
+
+    @contextmanager
+    def expect(self, table: str, name: str, predicate: Callable[[Any], Any]) -> Iterator[Expectation]:
+        exp, key = Expectation(predicate), (table, name)
+        with self._lock:
+            self._waits.setdefault(key, []).append(exp)
+        try:
+            yield exp
+        finally:
+            with self._lock:
+                waits = self._waits.get(key, [])
+                if exp in waits:
+                    waits.remove(exp)
+                if not waits:
+                    self._waits.pop(key, None)
+
+    def notify(self, table: str, row: Any) -> None:
+        key = (table, getattr(row, "name", None))
+        with self._lock:
+            waits = list(self._waits.get(key, ()))  # type: ignore[call-overload]
+        for exp in waits:
+            if exp.event.is_set():
+                continue
+            try:
+                value = exp.predicate(row)
+            except (AttributeError, KeyError, TypeError):
+                continue
+            if value:
+                exp.value = value
+                exp.event.set()
+
+
+class _NotifyingIdl(connection.OvsdbIdl):  # type: ignore[misc]
+    watcher: Watcher
+
+    def notify(self, event: str, row: Any, updates: Any = None) -> None:
+        if event in ("create", "update"):
+            self.watcher.notify(row._table.name, row)
+
+
+@dataclass
+class Ovsdb:
+    """A connected database: the ovsdbapp API object plus its watcher."""
+
+    api: Any
+    watcher: Watcher
+    conn: Any
+
+    def connected(self) -> bool:
+        try:
+            return bool(self.conn.idl._session.is_connected())
+        except AttributeError:
+            return False
+
+    def stop(self) -> None:
+        self.conn.stop(timeout=5)
+
+
+def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:
+    """Connect to OVSDB `remote` (schema Open_vSwitch or OVN_Northbound)."""
+    tables = OVS_TABLES if schema == "Open_vSwitch" else NB_TABLES
+    watcher = Watcher()
+    try:
+        helper = idlutils.get_schema_helper(remote, schema)
+    except Exception as e:
+        raise OvsdbUnavailable(f"cannot reach {schema} at {remote}: {e}") from e
+    for t in tables:
+        helper.register_table(t)
+    idl = _NotifyingIdl(remote, helper)
+    idl.watcher = watcher
+    conn = connection.Connection(idl, timeout)
+    api = ovs_impl.OvsdbIdl(conn) if schema == "Open_vSwitch" else nb_impl.OvnNbApiIdlImpl(conn)
+    return Ovsdb(api=api, watcher=watcher, conn=conn)
+
+
+@dataclass(frozen=True, slots=True)
+class OvsPort:
+    name: str
+    external_ids: dict[str, str]
+    installed: bool
+
+
+class _Read(command.BaseCommand):  # type: ignore[misc]
+    """A read-only command: `fn(idl)` runs under the connection lock and returns plain values."""
+
+    READ_ONLY = True
+
+    def __init__(self, api: Any, fn: Callable[[Any], Any]) -> None:
+        super().__init__(api)
+        self.fn = fn
+
+    def run_idl(self, txn: Any) -> None:
+        self.result = self.fn(self.api)
+
+
+def _rows(api: Any, table: str) -> list[Any]:
+    return list(api.tables[table].rows.values())
+
+
+class OvsPorts:
+    """Pod ports on the integration bridge of the local ovs-vswitchd."""
+
+    def __init__(self, db: Ovsdb, bridge: str) -> None:
+        self._db, self._api, self._bridge = db, db.api, bridge
+
+    def system_id(self) -> str:
+        rows = self._read(lambda api: [dict(r.external_ids) for r in _rows(api, "Open_vSwitch")])
+        return rows[0].get("system-id", "") if rows else ""
+
+    @contextmanager
+    def expect_installed(self, host_if: str) -> Iterator[Expectation]:
+        """Register before `bind`: fires when ovn-controller sets external_ids:ovn-installed=true."""
+        with self._db.watcher.expect(
+            "Interface", host_if, lambda row: row.external_ids.get("ovn-installed") == "true"
+        ) as exp:
+            yield exp
+
+    def bind(
+        self, host_if: str, lsp: str, external_ids: Mapping[str, str], *, internal: bool = False
+    ) -> None:
+        ids = {"iface-id": lsp, **external_ids}
+        with self._api.transaction(check_error=True) as txn:
+            txn.add(self._api.add_port(self._bridge, host_if, may_exist=True))
+            cols: list[tuple[str, Any]] = [("external_ids", ids)]
+            if internal:
+                cols.append(("type", "internal"))
+            txn.add(self._api.db_set("Interface", host_if, *cols))
+
+    def unbind(self, host_if: str) -> None:
+        self._api.del_port(host_if, if_exists=True).execute(check_error=True)
+
+    def port(self, host_if: str) -> OvsPort | None:
+        def fn(api: Any) -> OvsPort | None:
+            for r in _rows(api, "Interface"):
+                if r.name == host_if:
+                    ids = dict(r.external_ids)
+                    return OvsPort(r.name, ids, ids.get("ovn-installed") == "true")
+            return None
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def owned_ports(self) -> list[OvsPort]:
+        """Interfaces on this bridge that a pod attachment owns."""
+
+        def fn(api: Any) -> list[OvsPort]:
+            return [
+                OvsPort(r.name, dict(r.external_ids), r.external_ids.get("ovn-installed") == "true")
+                for r in _rows(api, "Interface")
+                if K_CID in r.external_ids
+            ]
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def _read(self, fn: Callable[[Any], Any]) -> Any:
+        return _Read(self._api, fn).execute(check_error=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchInfo:
+    name: str
+    subnet: str
+    """CIDR, '' for an L2-only switch (addresses come from another IPAM)."""
+    gateway: str
+    """The router port's address on it, '' without one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lsp:
+    name: str
+    switch: str
+    addresses: tuple[str, ...]
+    dynamic_addresses: str
+    up: bool
+    external_ids: dict[str, str] = field(default_factory=dict)
+
+
+def router_mac(ip: str) -> str:
+    return "0a:58:" + ":".join(f"{b:02x}" for b in ipaddress.IPv4Address(ip).packed)

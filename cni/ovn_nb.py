@@ -1,0 +1,233 @@
+"""The OVN northbound side: namespace switches, the cluster router, pod logical switch ports.
+
+Subnet carving is cluster-wide consistent without a lock service: the transaction that
+creates a namespace switch verifies `NB_Global.external_ids` and bumps a generation
+counter in it, so two agents (or two threads) carving at once conflict in OVSDB; ovsdbapp
+retries the loser, which then sees the winner's switch and subnet.
+
+Address allocation (default IPAM) is OVN's own: the switch has `other_config:subnet`, a
+new pod port is created with `addresses=dynamic`, ovn-northd writes `dynamic_addresses`
+(MAC + IP), and we then pin that pair as the port's static `addresses` and
+`port_security`. The port row *is* the reservation, so the address is released exactly
+when the port is deleted and cannot leak past it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from ovsdbapp.backend.ovs_idl import command
+
+from cni.ovn import (
+    K_GEN,
+    K_NODE,
+    K_NS,
+    K_SUBNET,
+    OWNER,
+    ROUTER,
+    Expectation,
+    Lsp,
+    Ovsdb,
+    SwitchInfo,
+    _Read,
+    _rows,
+    router_mac,
+)
+
+
+class SubnetsExhausted(RuntimeError):
+    pass
+
+
+def _switch_info(row: Any) -> SwitchInfo:
+    ids = dict(row.external_ids)
+    return SwitchInfo(row.name, ids.get(K_SUBNET, ""), ids.get("prismnet.gateway", ""))
+
+
+class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
+    """Create switch + router port on first use; carve its subnet if `subnet` is None."""
+
+    def __init__(
+        self,
+        api: Any,
+        switch: str,
+        cluster: ipaddress.IPv4Network,
+        prefix: int,
+        subnet: ipaddress.IPv4Network | None,
+        gateway: str,
+        owner: str,
+    ) -> None:
+        super().__init__(api)
+        self.switch, self.cluster, self.prefix = switch, cluster, prefix
+        self.subnet, self.gateway, self.owner = subnet, gateway, owner
+
+    def run_idl(self, txn: Any) -> None:
+        switches = _rows(self.api, "Logical_Switch")
+        for row in switches:
+            if row.name == self.switch:
+                self.result = _switch_info(row)
+                return
+        nbg = _rows(self.api, "NB_Global")
+        glob = nbg[0] if nbg else txn.insert(self.api.tables["NB_Global"])
+        glob.verify("external_ids")
+        carve = self.subnet is None
+        subnet = self._carve(switches) if carve else self.subnet
+        assert subnet is not None
+        gateway = self.gateway or (str(next(subnet.hosts())) if carve else "")
+        ls = txn.insert(self.api.tables["Logical_Switch"])
+        ls.name = self.switch
+        ls.external_ids = {OWNER: self.owner, K_SUBNET: str(subnet), "prismnet.gateway": gateway}
+        if carve:
+            ls.other_config = {"subnet": str(subnet), "exclude_ips": gateway}
+        if gateway:
+            self._router_port(txn, ls, f"{gateway}/{subnet.prefixlen}", gateway)
+        gen = int(dict(glob.external_ids).get(K_GEN, "0")) + 1
+        glob.setkey("external_ids", K_GEN, str(gen))
+        self.result = SwitchInfo(self.switch, str(subnet), gateway)
+
+    def _carve(self, switches: list[Any]) -> ipaddress.IPv4Network:
+        used = []
+        for row in switches:
+            for value in (row.external_ids.get(K_SUBNET), row.other_config.get("subnet")):
+                if value:
+                    used.append(ipaddress.ip_network(value, strict=False))
+        for cand in self.cluster.subnets(new_prefix=self.prefix):
+            if not any(cand.overlaps(u) for u in used):
+                return cand
+        raise SubnetsExhausted(f"no free /{self.prefix} left in {self.cluster}")
+
+    def _router_port(self, txn: Any, ls: Any, network: str, gateway: str) -> None:
+        routers = [r for r in _rows(self.api, "Logical_Router") if r.name == ROUTER]
+        if routers:
+            router = routers[0]
+        else:
+            router = txn.insert(self.api.tables["Logical_Router"])
+            router.name, router.external_ids = ROUTER, {OWNER: self.owner}
+        lrp = txn.insert(self.api.tables["Logical_Router_Port"])
+        lrp.name, lrp.mac, lrp.networks = f"rtr-{self.switch}", router_mac(gateway), [network]
+        lrp.external_ids = {OWNER: self.owner}
+        router.addvalue("ports", lrp)
+        rport = txn.insert(self.api.tables["Logical_Switch_Port"])
+        rport.name, rport.type, rport.addresses = f"{self.switch}-rtr", "router", ["router"]
+        rport.options = {"router-port": lrp.name}
+        rport.external_ids = {OWNER: self.owner}
+        ls.addvalue("ports", rport)
+
+
+def _lsp(row: Any, switch: str = "") -> Lsp:
+    return Lsp(
+        name=row.name,
+        switch=switch,
+        addresses=tuple(row.addresses),
+        dynamic_addresses=(row.dynamic_addresses[0] if row.dynamic_addresses else ""),
+        up=bool(row.up and row.up[0]),
+        external_ids=dict(row.external_ids),
+    )
+
+
+class Northbound:
+    """Typed operations on the OVN northbound database."""
+
+    def __init__(self, db: Ovsdb, owner: str) -> None:
+        self._db, self._api, self._owner = db, db.api, owner
+
+    def ensure_switch(
+        self,
+        switch: str,
+        cluster: ipaddress.IPv4Network,
+        prefix: int,
+        subnet: ipaddress.IPv4Network | None = None,
+        gateway: str = "",
+    ) -> SwitchInfo:
+        cmd = _EnsureSwitch(self._api, switch, cluster, prefix, subnet, gateway, self._owner)
+        return cmd.execute(check_error=True)  # type: ignore[no-any-return]
+
+    @contextmanager
+    def expect_dynamic_address(self, lsp: str) -> Iterator[Expectation]:
+        """Register before creating the port: fires with ovn-northd's 'MAC IP' assignment."""
+        with self._db.watcher.expect(
+            "Logical_Switch_Port", lsp, lambda row: row.dynamic_addresses and row.dynamic_addresses[0]
+        ) as exp:
+            yield exp
+
+    def add_port(
+        self,
+        switch: str,
+        lsp: str,
+        addresses: list[str],
+        port_security: list[str],
+        external_ids: Mapping[str, str],
+    ) -> None:
+        """Create (or overwrite) a pod's port on `switch`."""
+        ids = {OWNER: self._owner, **external_ids}
+        with self._api.transaction(check_error=True) as txn:
+            txn.add(self._api.lsp_add(switch, lsp, may_exist=True))
+            txn.add(
+                self._api.db_set(
+                    "Logical_Switch_Port",
+                    lsp,
+                    ("addresses", addresses),
+                    ("port_security", port_security),
+                    ("external_ids", ids),
+                )
+            )
+
+    def pin_addresses(self, lsp: str, mac_ips: str) -> None:
+        """Turn an OVN-assigned dynamic address into the port's static address and port security."""
+        self._api.db_set(
+            "Logical_Switch_Port", lsp, ("addresses", [mac_ips]), ("port_security", [mac_ips])
+        ).execute(check_error=True)
+
+    def delete_port(self, lsp: str) -> None:
+        self._api.lsp_del(lsp, if_exists=True).execute(check_error=True)
+
+    def port(self, lsp: str) -> Lsp | None:
+        def fn(api: Any) -> Lsp | None:
+            for ls in _rows(api, "Logical_Switch"):
+                for p in ls.ports:
+                    if p.name == lsp:
+                        return _lsp(p, ls.name)
+            return None
+
+        return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
+
+    def owned_ports(self, node: str) -> list[Lsp]:
+        """Pod ports created by the agent of `node`."""
+
+        def fn(api: Any) -> list[Lsp]:
+            return [
+                _lsp(p, ls.name)
+                for ls in _rows(api, "Logical_Switch")
+                for p in ls.ports
+                if p.external_ids.get(K_NODE) == node
+            ]
+
+        return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
+
+    def ips_by_namespace(self) -> dict[str, int]:
+        """Addresses held by pod ports, per Kubernetes namespace (cluster-wide)."""
+
+        def fn(api: Any) -> dict[str, int]:
+            out: Counter[str] = Counter()
+            for p in _rows(api, "Logical_Switch_Port"):
+                ns = p.external_ids.get(K_NS)
+                if ns and p.external_ids.get(K_NODE):
+                    out[ns] += sum(len(a.split()) - 1 for a in p.addresses if a != "dynamic")
+            return dict(out)
+
+        return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
+
+    def ensure_default_route(self, nexthop: str) -> None:
+        """Egress: the cluster router sends what it has no route for to a node (masqueraded there)."""
+        self._api.lr_route_add(ROUTER, "0.0.0.0/0", nexthop, may_exist=True).execute(check_error=True)
+
+    def delete_default_route(self, nexthop: str) -> None:
+        def fn(api: Any) -> bool:
+            return any(r.name == ROUTER for r in _rows(api, "Logical_Router"))
+
+        if _Read(self._api, fn).execute(check_error=True):
+            self._api.lr_route_del(ROUTER, "0.0.0.0/0", nexthop, if_exists=True).execute(check_error=True)

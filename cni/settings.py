@@ -1,0 +1,124 @@
+"""prismnet-agent configuration: the only reader of env and argv in the agent."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Self
+
+ENV_PREFIX = "PRISMNET_"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSettings:
+    socket: Path = Path("/run/prismnet/cni.sock")
+    """Unix socket the `prismnet` executable talks to (its directory is made 0700)."""
+    ovs_db: str = "unix:/run/openvswitch/db.sock"
+    """OVSDB of the local ovs-vswitchd."""
+    ovn_nb_db: str = "unix:/run/ovn/ovnnb_db.sock"
+    """OVN northbound database (cluster-wide)."""
+    bridge: str = "br-int"
+    """The OVN integration bridge."""
+    cluster_cidr: str = "10.244.0.0/16"
+    """Pod network; every namespace switch gets a subnet carved from it."""
+    subnet_prefix: int = 24
+    """Prefix length of each namespace subnet."""
+    mtu: int = 1400
+    port_up_timeout: float = 10.0
+    """Seconds an ADD waits for ovn-controller to install the port."""
+    metrics_address: str = "127.0.0.1:9465"
+    """host:port for /metrics, /healthz and /readyz ('' disables)."""
+    management_port: bool = True
+    """Give the node an address on the pod network (node->pod probes, pod->node)."""
+    masquerade: bool = True
+    """Masquerade pod traffic leaving the cluster CIDR through the node (iptables)."""
+    node_name: str = ""
+    """Defaults to the OVS system-id (the OVN chassis name)."""
+    log_level: str = "info"
+    dns_servers: str = ""
+    """Comma-separated nameservers returned in results (OVN IPAM)."""
+    dns_search: str = ""
+    """Comma-separated search domains returned in results (OVN IPAM)."""
+
+    @property
+    def management_if(self) -> str:
+        """Kernel name of the management port, derived from the bridge so node envs never collide."""
+        return f"pnm-{self.bridge}"[:15]
+
+    @property
+    def cluster_network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(self.cluster_cidr)
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str], env: Mapping[str, str]) -> Self:
+        parser = build_parser(env)
+        ns = parser.parse_args(list(argv))
+        try:
+            out = cls(**{f.name: getattr(ns, f.name) for f in fields(cls)})
+            out.validate()
+        except ValueError as e:
+            parser.error(str(e))
+        return out
+
+    def validate(self) -> None:
+        net = ipaddress.IPv4Network(self.cluster_cidr)
+        if not net.prefixlen < self.subnet_prefix <= 30:
+            raise ValueError(f"subnet prefix /{self.subnet_prefix} must be longer than {net} and at most /30")
+        if len(self.bridge) > 15:
+            raise ValueError("bridge names are at most 15 characters")
+        if not 576 <= self.mtu <= 65535:
+            raise ValueError("mtu must be between 576 and 65535")
+
+
+def _bool(value: str) -> bool:
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {value!r}")
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="prismnet-agent",
+        description="PrismNET CNI node agent: serves the `prismnet` executable over a unix socket and "
+        "wires pods into OVN. Every flag falls back to the environment variable shown.",
+    )
+    d = AgentSettings()
+    types = {int: int, float: float, bool: _bool, Path: Path, str: str}
+    for f in fields(AgentSettings):
+        default = getattr(d, f.name)
+        var = ENV_PREFIX + f.name.upper()
+        conv = Path if isinstance(default, Path) else types[type(default)]
+        value = conv(env[var]) if var in env else default
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            type=conv,
+            default=value,
+            metavar=var,
+            help=f"{_doc(f.name)} (env {var}; default {default})",
+        )
+    return parser
+
+
+def _doc(name: str) -> str:
+    return {
+        "socket": "unix socket for the prismnet executable",
+        "ovs_db": "local OVSDB remote",
+        "ovn_nb_db": "OVN northbound remote",
+        "bridge": "OVN integration bridge",
+        "cluster_cidr": "pod network CIDR",
+        "subnet_prefix": "prefix length of each namespace subnet",
+        "mtu": "default pod MTU",
+        "port_up_timeout": "seconds to wait for ovn-installed",
+        "metrics_address": "host:port for /metrics and health ('' disables)",
+        "management_port": "create the node management port",
+        "masquerade": "masquerade pod egress through the node",
+        "node_name": "node name (default: OVS system-id)",
+        "log_level": "log level",
+        "dns_servers": "comma-separated nameservers in results",
+        "dns_search": "comma-separated DNS search domains in results",
+    }.get(name, name)

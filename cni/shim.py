@@ -1,0 +1,115 @@
+"""`prismnet`: the CNI executable. Stdlib only, so that a call costs tens of milliseconds.
+
+It answers VERSION itself and forwards every other verb (the CNI_* environment and the
+network configuration on stdin) to prismnet-agent over a unix socket, then prints the
+agent's answer on stdout: that is the CNI protocol. Logs go to stderr.
+
+The hot path imports only `os`, `sys` and `_socket` (`socket` pulls in `enum` and
+`selectors`, `json` pulls in `re`: together ~15 ms more). `json` and `cni.errors` are
+imported only to answer VERSION or to report a failure. The installed executable is a
+two-line script run as `python -IS` (see `launcher_script`), so site-packages is not
+imported either.
+
+Request framing (agent side: `cni.daemon.server.parse_shim_request`): the CNI_* variables
+as NUL-separated `KEY=VALUE` items, an empty item, then stdin verbatim. The reply body is
+exactly what goes to stdout; HTTP status 200 means exit 0.
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+import sys
+
+DEFAULT_SOCKET = "/run/prismnet/cni.sock"
+TIMEOUT = 110.0  # below kubelet's own CNI timeout; the agent bounds its waits far lower
+
+
+def main() -> int:
+    env = os.environ
+    stdin = sys.stdin.buffer.read()
+    command = env.get("CNI_COMMAND", "")
+    if command == "VERSION":
+        return _version(stdin)
+    if not command:
+        return _fail("InvalidEnvironment", "CNI_COMMAND is not set", "", stdin)
+    sock_path = env.get("PRISMNET_AGENT_SOCKET") or DEFAULT_SOCKET
+    items = [f"{k}={v}".encode() for k, v in env.items() if k.startswith("CNI_")]
+    try:
+        status, body = post_unix(sock_path, "/cni", b"\0".join([*items, b"", stdin]), TIMEOUT)
+    except OSError as e:
+        kind = "PluginNotAvailable" if command == "STATUS" else "AgentUnreachable"
+        hint = (
+            f"prismnet-agent is not reachable on {sock_path}: "
+            "start prismnet-agent (or set PRISMNET_AGENT_SOCKET)"
+        )
+        return _fail(kind, hint, f"{type(e).__name__}: {e}", stdin)
+    sys.stdout.buffer.write(body)
+    return 0 if status == 200 else 1
+
+
+def _version(stdin: bytes) -> int:
+    import json
+
+    from cni.errors import SUPPORTED_VERSIONS
+
+    out = {"cniVersion": _requested_version(stdin), "supportedVersions": list(SUPPORTED_VERSIONS)}
+    sys.stdout.write(json.dumps(out))
+    return 0
+
+
+def _fail(kind: str, msg: str, details: str, stdin: bytes) -> int:
+    from cni import errors
+
+    err: errors.CniError = getattr(errors, kind)(msg, details)
+    sys.stdout.write(err.to_json(_requested_version(stdin)))
+    sys.stderr.write(f"prismnet: {err}\n")
+    return 1
+
+
+def _requested_version(stdin: bytes) -> str:
+    import json
+
+    from cni.errors import LATEST_VERSION
+
+    try:
+        value = json.loads(stdin or b"{}").get("cniVersion")
+    except (ValueError, AttributeError):
+        return LATEST_VERSION
+    return value if isinstance(value, str) and value else LATEST_VERSION
+
+
+def post_unix(path: str, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+    """A minimal HTTP/1.0 POST over a unix socket (http.client costs ~10 ms to import)."""
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.connect(path)
+        head = f"POST {url} HTTP/1.0\r\nHost: prismnet\r\nContent-Type: application/octet-stream\r\n"
+        s.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    finally:
+        s.close()
+    raw = b"".join(chunks)
+    header, sep, payload = raw.partition(b"\r\n\r\n")
+    parts = header.split(b" ", 2)
+    if not sep or len(parts) < 2 or not parts[1].isdigit():
+        raise ConnectionError(f"malformed reply from prismnet-agent: {raw[:80]!r}")
+    return int(parts[1]), payload
+
+
+def launcher_script(python: str, repo: str) -> str:
+    """The text of the installed `prismnet` executable: isolated, no site-packages."""
+    return (
+        f"#!{python} -IS\n"
+        "import sys\n"
+        f"sys.path.insert(0, {repo!r})\n"
+        "from cni.shim import main\n"
+        "sys.exit(main())\n"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The PrismNET CNI in the node environment: the `prismnet` executable, its conflist, the agent.
+
+start(): installs `<install_root>/opt/cni/bin/prismnet` (a two-line launcher run as
+`python -IS`, see cni.shim.launcher_script), writes
+`<install_root>/etc/cni/net.d/10-prismnet.conflist` naming this node's OVN, starts
+`prismnet-agent` against the node's OVS/OVN and waits for its socket.
+cleanup(): removes exactly the files it installed (recorded in the run dir) and what the
+agent created in the kernel (management port device, masquerade rule).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cni.management import teardown_host
+from cni.settings import AgentSettings
+from cni.shim import launcher_script
+from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.node import Node
+
+REPO = Path(__file__).resolve().parent.parent
+NETWORK_NAME = "prismnet"
+
+
+@dataclass
+class CniComponent:
+    name: str = "prismnet-cni"
+    cluster_cidr: str = "10.244.0.0/16"
+    metrics_port: int = 0
+    """0: pick a free port."""
+
+    def settings(self, node: Node) -> AgentSettings:
+        e = node.endpoints
+        return AgentSettings(
+            socket=node.run_dir / "prismnet" / "cni.sock",
+            ovs_db=e["OVS_DB"],
+            ovn_nb_db=e["OVN_NB_DB"],
+            bridge=e.get("OVS_BRIDGE", node.settings.bridge),
+            cluster_cidr=self.cluster_cidr,
+            metrics_address=f"127.0.0.1:{self.metrics_port or _free_port()}",
+        )
+
+    def start(self, node: Node) -> dict[str, str]:
+        s = self.settings(node)
+        root = node.settings.install_root
+        exe = root / "opt" / "cni" / "bin" / "prismnet"
+        conflist = root / "etc" / "cni" / "net.d" / "10-prismnet.conflist"
+        installed = node.path("prismnet", "installed.json")
+        created = [str(p) for p in (exe, conflist) if not p.exists()]
+        installed.write_text(json.dumps(created))
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        exe.write_text(launcher_script(sys.executable, str(REPO)))
+        exe.chmod(0o755)
+        conflist.parent.mkdir(parents=True, exist_ok=True)
+        conflist.write_text(json.dumps(default_conflist(s), indent=2) + "\n")
+        argv = [
+            sys.executable,
+            "-m",
+            "cni.daemon.main",
+            "--socket",
+            str(s.socket),
+            "--ovs-db",
+            s.ovs_db,
+            "--ovn-nb-db",
+            s.ovn_nb_db,
+            "--bridge",
+            s.bridge,
+            "--cluster-cidr",
+            s.cluster_cidr,
+            "--metrics-address",
+            s.metrics_address,
+        ]
+        env = {**node.process_env(), "PYTHONPATH": str(REPO)}
+        _, proc = start_foreground(
+            "prismnet-agent", argv, node.path("prismnet", "agent.log"), env, node.daemons
+        )
+        wait_for(s.socket.exists, "prismnet-agent to listen on its socket", timeout=30, proc=proc)
+        return {
+            "PRISMNET_AGENT_SOCKET": str(s.socket),
+            "PRISMNET_CNI_BIN": str(exe),
+            "PRISMNET_CNI_CONFLIST": str(conflist),
+            "PRISMNET_METRICS": f"http://{s.metrics_address}/metrics",
+            "PRISMNET_CLUSTER_CIDR": s.cluster_cidr,
+        }
+
+    def cleanup(self, node: Node) -> None:
+        installed = node.run_dir / "prismnet" / "installed.json"
+        if installed.exists():
+            for path in json.loads(installed.read_text()):
+                Path(path).unlink(missing_ok=True)
+        if "OVS_DB" in node.endpoints:
+            teardown_host(self.settings(node))
+
+
+def default_conflist(s: AgentSettings) -> dict[str, object]:
+    """The spec's conflist for this node (OVN IPAM over the cluster CIDR)."""
+    return {
+        "cniVersion": "1.1.0",
+        "name": NETWORK_NAME,
+        "plugins": [
+            {
+                "type": "prismnet",
+                "ipam": {"type": "prismnet-ipam", "subnet": s.cluster_cidr},
+                "ovn": {"northbound": s.ovn_nb_db, "encapType": "geneve"},
+                "mtu": s.mtu,
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class CniCall:
+    rc: int
+    out: dict[str, object]
+    stderr: str
+
+
+class CniRuntime:
+    """What containerd's libcni does with a conflist: run each plugin with the CNI env + netconf.
+
+    Used by the sandbox scenario, the integration tests and the benchmark to drive the real
+    executables exactly as a runtime does (name/cniVersion injected, prevResult chained,
+    runtimeConfig only for declared capabilities, DEL in reverse order).
+    """
+
+    def __init__(self, conflist: dict[str, object], cni_path: list[str], extra_env: dict[str, str]) -> None:
+        self.conflist, self.cni_path, self.extra_env = conflist, cni_path, extra_env
+
+    def _netconf(
+        self, plugin: dict[str, object], prev: dict[str, object] | None, runtime_config: dict[str, object]
+    ) -> dict[str, object]:
+        conf = {**plugin, "name": self.conflist["name"], "cniVersion": self.conflist["cniVersion"]}
+        caps = plugin.get("capabilities") or {}
+        rc = {k: v for k, v in runtime_config.items() if isinstance(caps, dict) and caps.get(k)}
+        if rc:
+            conf["runtimeConfig"] = rc
+        if prev is not None:
+            conf["prevResult"] = prev
+        return conf
+
+    def exec(self, plugin_type: str, env: dict[str, str], netconf: dict[str, object]) -> CniCall:
+        import subprocess
+
+        exe = next((Path(d) / plugin_type for d in self.cni_path if (Path(d) / plugin_type).exists()), None)
+        if exe is None:
+            raise FileNotFoundError(f"{plugin_type} not in {self.cni_path}")
+        full = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "CNI_PATH": ":".join(self.cni_path),
+            **self.extra_env,
+            **env,
+        }
+        proc = subprocess.run([str(exe)], input=json.dumps(netconf).encode(), env=full, capture_output=True)
+        text = proc.stdout.decode().strip()
+        return CniCall(proc.returncode, json.loads(text) if text else {}, proc.stderr.decode())
+
+    def _env(self, command: str, cid: str, netns: str, ifname: str, args: str) -> dict[str, str]:
+        return {
+            "CNI_COMMAND": command,
+            "CNI_CONTAINERID": cid,
+            "CNI_NETNS": netns,
+            "CNI_IFNAME": ifname,
+            "CNI_ARGS": args,
+        }
+
+    def _plugins(self) -> list[dict[str, object]]:
+        return list(self.conflist["plugins"])  # type: ignore[call-overload]
+
+    def add(
+        self,
+        cid: str,
+        netns: str,
+        ifname: str = "eth0",
+        args: str = "",
+        runtime_config: dict[str, object] | None = None,
+    ) -> CniCall:
+        prev: dict[str, object] | None = None
+        call = CniCall(0, {}, "")
+        for plugin in self._plugins():
+            conf = self._netconf(plugin, prev, runtime_config or {})
+            call = self.exec(str(plugin["type"]), self._env("ADD", cid, netns, ifname, args), conf)
+            if call.rc != 0:
+                return call
+            prev = call.out
+        return call
+
+    def check(
+        self,
+        cid: str,
+        netns: str,
+        prev: dict[str, object],
+        ifname: str = "eth0",
+        args: str = "",
+        runtime_config: dict[str, object] | None = None,
+    ) -> CniCall:
+        call = CniCall(0, {}, "")
+        for plugin in self._plugins():
+            conf = self._netconf(plugin, prev, runtime_config or {})
+            call = self.exec(str(plugin["type"]), self._env("CHECK", cid, netns, ifname, args), conf)
+            if call.rc != 0:
+                return call
+        return call
+
+    def delete(
+        self,
+        cid: str,
+        netns: str,
+        prev: dict[str, object] | None,
+        ifname: str = "eth0",
+        args: str = "",
+        runtime_config: dict[str, object] | None = None,
+    ) -> CniCall:
+        call = CniCall(0, {}, "")
+        for plugin in reversed(self._plugins()):
+            conf = self._netconf(plugin, prev, runtime_config or {})
+            call = self.exec(str(plugin["type"]), self._env("DEL", cid, netns, ifname, args), conf)
+            if call.rc != 0:
+                return call
+        return call

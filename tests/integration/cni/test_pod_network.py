@@ -1,0 +1,47 @@
+"""ADD/CHECK/DEL through the real `prismnet` executable, on real netns + OVS/OVN."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
+
+
+def test_add_check_del_round_trip(agent: Agent, pods: Pods) -> None:
+    name, cid, result = pods.add("rt", "web-1")
+    assert result["cniVersion"] == "1.1.0"
+    ifaces = result["interfaces"]
+    assert ifaces[1]["name"] == "eth0" and ifaces[1]["sandbox"] == f"/run/netns/{name}"
+    assert result["ips"][0]["interface"] == 1
+    ip = pod_ip(result)
+    addr = subprocess.run(["ip", "-n", name, "-j", "addr", "show", "eth0"], capture_output=True, text=True)
+    info = json.loads(addr.stdout)[0]
+    assert info["mtu"] == 1400 and info["address"] == ifaces[1]["mac"]
+    assert ip in [a["local"] for a in info["addr_info"]]
+    lsp = f"web-1-{cid}"
+    assert ip in agent.nbctl("lsp-get-addresses", lsp)
+    assert "k8s-rt" in agent.nbctl("lsp-get-ls", lsp)
+    host_if = ifaces[0]["name"]
+    assert agent.vsctl("get", "Interface", host_if, "external_ids:iface-id").strip().strip('"') == lsp
+    rt = agent.runtime()
+    args = "K8S_POD_NAMESPACE=rt;K8S_POD_NAME=web-1"
+    check = rt.check(cid, f"/run/netns/{name}", result, args=args)
+    assert check.rc == 0, check.out
+    dele = rt.delete(cid, f"/run/netns/{name}", result, args=args)
+    assert dele.rc == 0, dele.out
+    assert lsp not in agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch_Port")
+    assert host_if not in agent.vsctl("list-ports", agent.node.endpoints["OVS_BRIDGE"])
+    assert subprocess.run(["ip", "-n", name, "link", "show", "eth0"], capture_output=True).returncode != 0
+
+
+def test_pods_ping_within_and_across_namespaces_and_node(agent: Agent, pods: Pods) -> None:
+    a, _, ra = pods.add("alpha", "a")
+    b, _, rb = pods.add("alpha", "b")
+    ping(b, pod_ip(ra))
+    c, _, rc = pods.add("beta", "c")
+    assert pod_ip(ra).rsplit(".", 1)[0] == pod_ip(rb).rsplit(".", 1)[0] != pod_ip(rc).rsplit(".", 1)[0]
+    ping(a, pod_ip(rb))
+    ping(a, pod_ip(rc))
+    ping(c, pod_ip(ra))
+    ping(None, pod_ip(rc))  # node -> pod through the management port
