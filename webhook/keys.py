@@ -279,7 +279,8 @@ class KeyStore:
         self.keyset = KeySet()
         self._listeners: list[Callable[[], None]] = []
         self._lock = asyncio.Lock()
-        self._last_attempt = float("-inf")
+        self._attempts = 0
+        self._last_kid_refetch = float("-inf")
         self._next_refresh = float("-inf")
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -327,7 +328,7 @@ class KeyStore:
     async def _fetch_jwks(self) -> bool:
         assert self._jwks is not None
         p = self._policy
-        self._last_attempt = self._clock()
+        self._attempts += 1
         try:
             ttl = await self._jwks.fetch()
         except KeyLoadError as e:
@@ -349,18 +350,21 @@ class KeyStore:
     async def refetch_for_unknown_kid(self) -> None:
         """A token named a kid we do not have: refetch the JWKS, at most once per interval.
 
-        Returns when the caller may look again (keys may or may not have changed); raises
-        KeysUnavailable when the issuer cannot be reached, since then we cannot decide.
+        Only refetches caused by unknown kids count against the interval (scheduled refreshes
+        do not), and concurrent callers share one fetch. Returns when the caller may look
+        again; raises KeysUnavailable when the issuer cannot be reached, since then nobody
+        can tell whether the kid is real.
         """
         if self._jwks is None:
             return
-        before = self._last_attempt
+        before = self._attempts
         async with self._lock:
-            refetched_meanwhile = self._last_attempt != before
-            too_soon = self._clock() - self._last_attempt < self._policy.unknown_kid_refetch
+            refetched_meanwhile = self._attempts != before
+            too_soon = self._clock() - self._last_kid_refetch < self._policy.unknown_kid_refetch
             if refetched_meanwhile or too_soon:
                 ok = self._jwks.healthy
             else:
+                self._last_kid_refetch = self._clock()
                 ok = await self._fetch_jwks()
         if not ok:
             raise KeysUnavailable(

@@ -107,6 +107,11 @@ def _other_key(c: dict[str, object]) -> str:
     return sign(c, signing_key("RS256", 1), {"kid": signing_key("RS256").kid})
 
 
+def _halve(token: str) -> str:
+    head, body, _ = token.split(".")
+    return f"{head}.{body[: len(body) // 2]}"
+
+
 FORGERIES: dict[str, tuple[Callable[[], str], str]] = {
     "alg-none": (lambda: alg_none_token(claims()), "algorithm not allowed"),
     "hs256-with-rsa-public-key": (
@@ -125,7 +130,7 @@ FORGERIES: dict[str, tuple[Callable[[], str], str]] = {
         lambda: tamper(sign(claims(), signing_key("ES256")), org_id="org-evil"),
         "invalid signature",
     ),
-    "truncated": (lambda: sign(claims(), signing_key("EdDSA"))[:-12], "malformed token"),
+    "truncated-mid-payload": (lambda: _halve(sign(claims(), signing_key("EdDSA"))), "malformed token"),
     "truncated-to-two-parts": (
         lambda: sign(claims(), signing_key("EdDSA")).rsplit(".", 1)[0],
         "malformed token",

@@ -155,8 +155,12 @@ async def test_unknown_kid_with_issuer_down_is_unavailable_and_rate_limited() ->
     assert jwks.fetches == 1 and not store.keyset
     with pytest.raises(KeysUnavailable):
         await store.refetch_for_unknown_kid()
-    assert jwks.fetches == 1  # within 30 s of the last attempt: no new fetch
-    now[0] += 31
+    assert jwks.fetches == 2
+    now[0] += 29
+    with pytest.raises(KeysUnavailable):
+        await store.refetch_for_unknown_kid()
+    assert jwks.fetches == 2  # within 30 s of the last unknown-kid refetch: no new fetch
+    now[0] += 2
     with pytest.raises(KeysUnavailable) as e:
         await store.refetch_for_unknown_kid()
-    assert jwks.fetches == 2 and e.value.headers() == {"Retry-After": "5"}
+    assert jwks.fetches == 3 and e.value.headers() == {"Retry-After": "5"}
