@@ -45,9 +45,10 @@ def _require(**fields: object) -> None:
 
 
 class ControllerServicer(csi_pb2_grpc.ControllerServicer):
-    def __init__(self, backend: VolumeBackend, locks: KeyedLocks) -> None:
+    def __init__(self, backend: VolumeBackend, locks: KeyedLocks, default_fs: str = "ext4") -> None:
         self._backend = backend
         self._locks = locks
+        self._default_fs = default_fs
 
     # -- volumes --------------------------------------------------------------------
 
@@ -91,7 +92,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def _spec(
         self, request: csi_pb2.CreateVolumeRequest, caps: list[wire.Capability], source: tuple[str, str]
     ) -> VolumeSpec:
-        fs_type = wire.volume_fs_type(caps)
+        fs_type = wire.volume_fs_type(caps, self._default_fs)
         floor = 0
         if source[0]:
             floor = self._backend.get_snapshot(source[0]).size_bytes

@@ -146,6 +146,14 @@ def grow_filesystem(device: str, mount_point: str, fs_type: str) -> None:
         ) from e
 
 
+def can_grow_ext4_online() -> bool:
+    """Whether this process holds CAP_SYS_RESOURCE, which the kernel's online ext4 resize needs."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+
 def ext4_size(device: str) -> int:
     """Size in bytes of the ext2/3/4 filesystem on `device`, read from its superblock."""
     with open(device, "rb") as f:

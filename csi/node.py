@@ -39,7 +39,15 @@ def _device_of(path: str) -> str:
 
 
 class NodeServicer(csi_pb2_grpc.NodeServicer):
-    def __init__(self, backend: VolumeBackend, locks: KeyedLocks, node_id: str, max_volumes: int) -> None:
+    def __init__(
+        self,
+        backend: VolumeBackend,
+        locks: KeyedLocks,
+        node_id: str,
+        max_volumes: int,
+        default_fs: str = "ext4",
+    ) -> None:
+        self._default_fs = default_fs
         self._backend = backend
         self._locks = locks
         self._node_id = node_id
@@ -63,7 +71,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
                 if current.source != os.path.realpath(device):
                     raise AlreadyExists(f"{staging} already has {current.source} mounted")
                 return csi_pb2.NodeStageVolumeResponse()
-            fs_type = cap.fs_type or volume.fs_type or mounts.DEFAULT_FS
+            fs_type = cap.fs_type or volume.fs_type or self._default_fs
             if not mounts.ensure_filesystem(device, fs_type) and fs_type == "ext4":
                 mounts.grow_ext4_offline(device, _block_size(device))
             mounts.ensure_dir(staging)

@@ -19,6 +19,7 @@ from csi.backends.base import VolumeBackend
 from csi.controller import ControllerServicer
 from csi.identity import IdentityServicer
 from csi.locks import KeyedLocks
+from csi.mounts import can_grow_ext4_online
 from csi.node import NodeServicer
 from csi.settings import CsiSettings
 from protos import csi_pb2_grpc
@@ -97,13 +98,14 @@ def build_server(
         maximum_concurrent_rpcs=settings.workers * 8,
     )
     locks = KeyedLocks()
+    default_fs = settings.resolved_fs_type(can_grow_ext4_online())
     services = ["csi.v1.Identity"]
     csi_pb2_grpc.add_IdentityServicer_to_server(IdentityServicer(backend), server)
     if settings.serves_controller:
-        csi_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(backend, locks), server)
+        csi_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(backend, locks, default_fs), server)
         services.append("csi.v1.Controller")
     if settings.serves_node:
-        node = NodeServicer(backend, locks, settings.node_id, settings.max_volumes_per_node)
+        node = NodeServicer(backend, locks, settings.node_id, settings.max_volumes_per_node, default_fs)
         csi_pb2_grpc.add_NodeServicer_to_server(node, server)
         services.append("csi.v1.Node")
     health_servicer = health.HealthServicer()

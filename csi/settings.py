@@ -35,6 +35,9 @@ class CsiSettings:
     max_volumes_per_node: int = 0
     capacity_bytes: int = 0
     """local backend: the most bytes all volumes together may provision; 0 = size of the state dir's fs."""
+    default_fs_type: str = "ext4"
+    """fs_type for mount volumes whose capability names none: ext4, xfs, or auto (ext4 when this
+    process may grow ext4 online, i.e. holds CAP_SYS_RESOURCE, else xfs)."""
     workers: int = 16
     log_level: str = "info"
 
@@ -43,6 +46,11 @@ class CsiSettings:
         if not self.endpoint.startswith("unix://"):
             raise ValueError(f"endpoint must be unix:///path, got {self.endpoint!r}")
         return Path(self.endpoint.removeprefix("unix://"))
+
+    def resolved_fs_type(self, can_grow_ext4_online: bool) -> str:
+        if self.default_fs_type != "auto":
+            return self.default_fs_type
+        return "ext4" if can_grow_ext4_online else "xfs"
 
     @property
     def serves_controller(self) -> bool:
@@ -65,6 +73,7 @@ class CsiSettings:
             metrics_address=args.metrics_address,
             max_volumes_per_node=args.max_volumes_per_node,
             capacity_bytes=args.capacity_bytes,
+            default_fs_type=args.default_fs_type,
             workers=args.workers,
             log_level=args.log_level,
         )
@@ -100,6 +109,13 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     flag("--max-volumes-per-node", "CSI_MAX_VOLUMES_PER_NODE", 0, "0 = unlimited", type=int)
     flag(
         "--capacity-bytes", "CSI_CAPACITY_BYTES", 0, "local backend capacity (0 = filesystem size)", type=int
+    )
+    flag(
+        "--default-fs-type",
+        "CSI_DEFAULT_FS_TYPE",
+        d.default_fs_type,
+        "fs for volumes that name none",
+        choices=["ext4", "xfs", "auto"],
     )
     flag("--workers", "CSI_WORKERS", d.workers, "gRPC worker threads", type=int)
     flag("--log-level", "CSI_LOG_LEVEL", d.log_level, "debug|info|warning|error")

@@ -89,13 +89,13 @@ def is_supported(cap: csi_pb2.VolumeCapability) -> bool:
     return True
 
 
-def volume_fs_type(caps: Sequence[Capability]) -> str:
+def volume_fs_type(caps: Sequence[Capability], default: str = DEFAULT_FS) -> str:
     if caps[0].access_type == "block":
         return ""
     types = {c.fs_type for c in caps if c.fs_type}
     if len(types) > 1:
         raise InvalidArgument(f"conflicting fs_types {sorted(types)}")
-    return types.pop() if types else DEFAULT_FS
+    return types.pop() if types else default
 
 
 def round_up(n: int, unit: int = MIB) -> int:

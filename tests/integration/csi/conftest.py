@@ -6,14 +6,14 @@ detach everything under it (csi.cleanup.release_under) even when the test failed
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,7 @@ import pytest
 from csi.cleanup import release_under
 from protos import csi_pb2, csi_pb2_grpc
 from tests.conftest import require_root
+from tests.integration.csi.sanity_resources import Resources, SanityContext
 
 REPO = Path(__file__).resolve().parents[3]
 NODE_ID = "csi-test-node"
@@ -137,6 +138,47 @@ def driver() -> Iterator[Driver]:
         teardown_root(d.root)
 
 
+@pytest.fixture(scope="session")
+def sanity_driver() -> Iterator[Driver]:
+    require_root()
+    # auto: xfs where the kernel would refuse online ext4 growth (no CAP_SYS_RESOURCE), as node-up runs it
+    d = Driver(make_root(), ["--default-fs-type", "auto"])
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        teardown_root(d.root)
+
+
+@pytest.fixture
+def sc(sanity_driver: Driver) -> Iterator[SanityContext]:
+    base = sanity_driver.root / f"spec-{uuid.uuid4().hex[:8]}"
+    (base / "target").mkdir(parents=True)
+    (base / "staging").mkdir()
+    yield SanityContext(
+        controller=sanity_driver.controller,
+        node=sanity_driver.node,
+        identity=sanity_driver.identity,
+        target_path=str(base / "target"),
+        staging_path=str(base / "staging"),
+    )
+    shutil.rmtree(base)  # fails (and so fails the spec) if anything is still mounted under it
+
+
+@pytest.fixture
+def r(sc: SanityContext) -> Iterator[Resources]:
+    res = Resources(sc)
+    yield res
+    res.cleanup()
+
+
+def status_of(call: Callable[[], object]) -> grpc.StatusCode:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    return info.value.code()
+
+
 def mount_cap(
     fs_type: str = "", mode: int = Mode.SINGLE_NODE_WRITER, flags: tuple[str, ...] = ()
 ) -> csi_pb2.VolumeCapability:
@@ -171,13 +213,3 @@ def loops_under(root: Path) -> list[str]:
 
 def mounts_under(root: Path) -> list[str]:
     return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(root) in line]
-
-
-def code_of(call: object) -> grpc.StatusCode:
-    """Run a zero-argument callable expected to fail with an RpcError; return its code."""
-    with pytest.raises(grpc.RpcError) as info:
-        call()  # type: ignore[operator]
-    return info.value.code()
-
-
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")

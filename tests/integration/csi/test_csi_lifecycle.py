@@ -15,11 +15,11 @@ from tests.integration.csi.conftest import (
     NODE_ID,
     Driver,
     block_cap,
-    code_of,
     create_req,
     loops_under,
     mount_cap,
     mounts_under,
+    status_of,
 )
 
 pytestmark = pytest.mark.root
@@ -127,7 +127,7 @@ def test_mount_volume_lifecycle_writes_survive_restage_and_expand_online(
     if fs_type == "ext4" and not has_cap_sys_resource():
         # The kernel refuses online ext4 growth without CAP_SYS_RESOURCE (absent on this VM):
         # a clear FAILED_PRECONDITION, and the next stage grows the filesystem offline.
-        assert code_of(lambda: driver.node.NodeExpandVolume(expand)) == grpc.StatusCode.FAILED_PRECONDITION
+        assert status_of(lambda: driver.node.NodeExpandVolume(expand)) == grpc.StatusCode.FAILED_PRECONDITION
         driver.node.NodeUnpublishVolume(
             csi_pb2.NodeUnpublishVolumeRequest(volume_id=vol.volume_id, target_path=str(target))
         )
@@ -197,7 +197,7 @@ def test_readonly_publish_refuses_writes(driver: Driver) -> None:
         (target / "nope").write_text("x")
     # the same target published read-write is an incompatible second publish
     assert (
-        code_of(
+        status_of(
             lambda: driver.node.NodePublishVolume(
                 csi_pb2.NodePublishVolumeRequest(
                     volume_id=vol.volume_id,
