@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from nodeenv.node import Component, NodeSettings
 from nodeenv.ovn_stack import OvnStack
+from nodeenv.webhook_component import WebhookComponent
 
 
 def default_components(settings: NodeSettings) -> list[Component]:
     components: list[Component] = [OvnStack()]
+    components.append(WebhookComponent())
     return components

@@ -92,7 +92,8 @@ def _add(
 
 
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env: Mapping[str, str]) -> None:
-    p = sub.add_parser("serve", help="serve TokenReviews over HTTPS + mTLS")
+    text = "serve TokenReviews over HTTPS + mTLS; every flag falls back to the env variable named"
+    p = sub.add_parser("serve", help=text, description=text)
     for flag, var, default, text in (
         ("--host", "IAM_WEBHOOK_HOST", "0.0.0.0", "HTTPS listen address"),
         ("--port", "IAM_WEBHOOK_PORT", "8443", "HTTPS port (0: pick a free one)"),
@@ -133,7 +134,8 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env:
 
 
 def _pki_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env: Mapping[str, str]) -> None:
-    p = sub.add_parser("gen-dev-pki", help=f"generate a dev CA, certificates, kubeconfig, key. {DEV_WARNING}")
+    text = f"generate a dev CA, certificates, kubeconfig, signing key. {DEV_WARNING}"
+    p = sub.add_parser("gen-dev-pki", help=text, description=text)
     _add(p, "--out", env, "IAM_WEBHOOK_PKI_DIR", None, "output directory")
     _add(p, "--server-name", env, "IAM_WEBHOOK_SERVER_NAMES", "localhost,127.0.0.1", "serving cert SANs")
     _add(p, "--url", env, "WEBHOOK_URL", None, "webhook URL for the kubeconfig (default from the 1st SAN)")
@@ -143,7 +145,8 @@ def _pki_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env: M
 
 
 def _mint_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env: Mapping[str, str]) -> None:
-    p = sub.add_parser("mint", help=f"print a signed dev token. {DEV_WARNING}")
+    text = f"print a token signed with the dev signing key. {DEV_WARNING}"
+    p = sub.add_parser("mint", help=text, description=text)
     _add(p, "--key", env, "IAM_DEV_SIGNING_KEY", None, "PEM private key (or HS256 secret file)")
     _add(p, "--alg", env, "IAM_DEV_SIGNING_ALG", None, "algorithm (default: from the key)")
     _add(p, "--issuer", env, "IAM_ISSUER", None, "iss")
