@@ -116,9 +116,12 @@ class DelegatedIpam:
         result = CniResult.from_dict(self._run(req, "ADD", att))
         if not result.ips:
             raise IpamFailure(f"IPAM plugin {self.name} returned no address")
+        gateway = result.ips[0].gateway
+        # CNI: a route without gw uses the default gateway the plugin determines; ours is the IP's.
+        routes = tuple(Route(dst=r.dst, gw=r.gw or gateway) for r in result.routes)
         return Allocation(
             ips=tuple(IpConfig(address=i.address, gateway=i.gateway, interface=1) for i in result.ips),
-            routes=result.routes,
+            routes=routes,
             dns=result.dns,
         )
 
@@ -145,7 +148,7 @@ class DelegatedIpam:
             "CNI_CONTAINERID": att.container_id,
             "CNI_NETNS": att.netns,
             "CNI_IFNAME": att.ifname,
-            "CNI_ARGS": req.cni_args,
+            "CNI_ARGS": _ignore_unknown(req.cni_args),
             "CNI_PATH": ":".join(req.path),
         }
         proc = subprocess.run(
@@ -169,3 +172,10 @@ class DelegatedIpam:
                 str(reply.get("details", "")) if isinstance(reply, dict) else "",
             )
         return reply if isinstance(reply, dict) else {}
+
+
+def _ignore_unknown(cni_args: str) -> str:
+    """Kubelet's K8S_POD_* args mean nothing to IPAM plugins; tell them so (as kubelet does)."""
+    if not cni_args or "IgnoreUnknown=" in cni_args:
+        return cni_args
+    return f"IgnoreUnknown=1;{cni_args}"

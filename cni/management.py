@@ -55,7 +55,8 @@ def ensure_management_port(
             value = exp.wait(s.port_up_timeout) or ""
         if not value:
             raise RuntimeError(f"ovn-northd assigned no address to the management port {lsp}")
-        nb.pin_addresses(lsp, value)
+        # MAC-only port security: the node forwards (DNAT, masquerade) traffic of other sources.
+        nb.pin_addresses(lsp, value, port_security=value.split()[0])
     mac, ip = value.split()[:2]
     plen = ipaddress.ip_network(info.subnet).prefixlen
     with ovs.expect_installed(s.management_if) as installed:

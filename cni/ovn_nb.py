@@ -176,10 +176,14 @@ class Northbound:
                 )
             )
 
-    def pin_addresses(self, lsp: str, mac_ips: str) -> None:
-        """Turn an OVN-assigned dynamic address into the port's static address and port security."""
+    def pin_addresses(self, lsp: str, mac_ips: str, port_security: str | None = None) -> None:
+        """Turn an OVN-assigned dynamic address into the port's static address and port security.
+
+        `port_security` defaults to the same MAC + IPs (pods may only send as themselves).
+        """
+        security = mac_ips if port_security is None else port_security
         self._api.db_set(
-            "Logical_Switch_Port", lsp, ("addresses", [mac_ips]), ("port_security", [mac_ips])
+            "Logical_Switch_Port", lsp, ("addresses", [mac_ips]), ("port_security", [security])
         ).execute(check_error=True)
 
     def delete_port(self, lsp: str) -> None:

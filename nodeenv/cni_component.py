@@ -75,10 +75,13 @@ class CniComponent:
             s.metrics_address,
         ]
         env = {**node.process_env(), "PYTHONPATH": str(REPO)}
+        s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
         _, proc = start_foreground(
             "prismnet-agent", argv, node.path("prismnet", "agent.log"), env, node.daemons
         )
-        wait_for(s.socket.exists, "prismnet-agent to listen on its socket", timeout=30, proc=proc)
+        wait_for(
+            lambda: _listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
+        )
         return {
             "PRISMNET_AGENT_SOCKET": str(s.socket),
             "PRISMNET_CNI_BIN": str(exe),
@@ -97,9 +100,13 @@ class CniComponent:
 
 
 def default_conflist(s: AgentSettings) -> dict[str, object]:
-    """The spec's conflist for this node (OVN IPAM over the cluster CIDR)."""
+    """The spec's conflist for this node (OVN IPAM over the cluster CIDR), portmap chained.
+
+    cniVersion 1.0.0 because Debian's reference plugins (1.1.1) speak up to 1.0.0; with
+    plugins >= 1.4 set 1.1.0 so runtimes also send GC and STATUS (prismnet speaks both).
+    """
     return {
-        "cniVersion": "1.1.0",
+        "cniVersion": "1.0.0",
         "name": NETWORK_NAME,
         "plugins": [
             {
@@ -111,6 +118,15 @@ def default_conflist(s: AgentSettings) -> dict[str, object]:
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }
+
+
+def _listening(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+        return True
 
 
 def _free_port() -> int:

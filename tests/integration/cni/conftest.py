@@ -106,7 +106,7 @@ class Pods:
         """ADD through the real executable; returns (netns name, container id, result)."""
         name, path = self.netns()
         cid = f"c{os.getpid()}x{next(_ids):04d}" + "0" * 20
-        args = f"K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod or name}"
+        args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={pod or name}"
         call = self.agent.runtime().add(cid, path, args=args)
         assert call.rc == 0, (call.out, call.stderr)
         self.created[-1] = (name, cid, args, call.out)

@@ -10,7 +10,7 @@ from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
 
 def test_add_check_del_round_trip(agent: Agent, pods: Pods) -> None:
     name, cid, result = pods.add("rt", "web-1")
-    assert result["cniVersion"] == "1.1.0"
+    assert result["cniVersion"] == agent.conflist["cniVersion"] == "1.0.0"
     ifaces = result["interfaces"]
     assert ifaces[1]["name"] == "eth0" and ifaces[1]["sandbox"] == f"/run/netns/{name}"
     assert result["ips"][0]["interface"] == 1

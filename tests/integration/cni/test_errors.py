@@ -1,0 +1,101 @@
+"""Bad input through the real executable gets the CNI SPEC's error codes, on stdout, exit 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cni.conftest import Agent, Pods
+
+
+def _call(agent: Agent, env: dict[str, str], stdin: str, sock: str | None = None) -> tuple[int, dict]:
+    exe = agent.env["PRISMNET_CNI_BIN"]
+    full = {
+        "PATH": "/usr/bin:/bin",
+        "PRISMNET_AGENT_SOCKET": sock or agent.socket,
+        "CNI_PATH": "/usr/lib/cni",
+        **env,
+    }
+    proc = subprocess.run([exe], input=stdin.encode(), env=full, capture_output=True)
+    return proc.returncode, json.loads(proc.stdout or b"{}")
+
+
+def _conf(agent: Agent, **over: object) -> str:
+    conf = {**agent.conflist["plugins"][0], "name": "prismnet", "cniVersion": "1.0.0", **over}
+    return json.dumps({k: v for k, v in conf.items() if v is not None})
+
+
+ADD = {
+    "CNI_COMMAND": "ADD",
+    "CNI_CONTAINERID": "errtest000000000000",
+    "CNI_IFNAME": "eth0",
+    "CNI_NETNS": "/run/netns/does-not-exist-cni",
+    "CNI_ARGS": "K8S_POD_NAMESPACE=err;K8S_POD_NAME=e",
+}
+
+
+@pytest.mark.parametrize(
+    ("env", "conf", "code"),
+    [
+        ({**ADD, "CNI_COMMAND": "FROB"}, {}, 4),
+        ({k: v for k, v in ADD.items() if k != "CNI_NETNS"}, {}, 4),
+        ({**ADD, "CNI_IFNAME": "a/b"}, {}, 4),
+        ({**ADD, "CNI_CONTAINERID": "bad id!"}, {}, 4),
+        ({**ADD, "CNI_ARGS": "garbage"}, {}, 4),
+        (ADD, {"cniVersion": "0.3.1"}, 1),
+        (ADD, {"mtu": "big"}, 7),
+        (ADD, {"name": None}, 7),
+        (ADD, {"ipam": {"type": "../evil"}}, 7),
+        (ADD, {"ovn": {"northbound": "http://nb:6641"}}, 7),
+        (ADD, {"ovn": {"northbound": "tcp:10.0.0.1:6641"}}, 7),
+        (ADD, {"ipam": {"type": "prismnet-ipam", "subnet": "10.1.0.0/16"}}, 7),
+        (ADD, {"ipam": {"type": "no-such-ipam-plugin"}}, 7),
+        ({**ADD, "CNI_COMMAND": "CHECK"}, {}, 7),  # no prevResult
+        (ADD, {}, 3),  # the netns does not exist
+    ],
+)
+def test_invalid_requests_get_cni_error_codes(
+    agent: Agent, env: dict[str, str], conf: dict, code: int
+) -> None:
+    rc, out = _call(agent, env, _conf(agent, **conf))
+    assert rc == 1
+    assert out["code"] == code, out
+    assert out["msg"]
+
+
+def test_undecodable_stdin_is_code_6(agent: Agent) -> None:
+    rc, out = _call(agent, ADD, "{not json")
+    assert (rc, out["code"]) == (1, 6)
+
+
+def test_failed_add_leaves_no_port(agent: Agent) -> None:
+    _call(agent, ADD, _conf(agent))
+    assert "e-errtest" not in agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch_Port")
+
+
+def test_agent_unreachable_is_code_11_naming_the_agent(agent: Agent, tmp_path: Path) -> None:
+    rc, out = _call(agent, ADD, _conf(agent), sock=str(tmp_path / "none.sock"))
+    assert (rc, out["code"]) == (1, 11)
+    assert "start prismnet-agent" in out["msg"]
+    rc, out = _call(
+        agent, {"CNI_COMMAND": "STATUS"}, _conf(agent, cniVersion="1.1.0"), sock=str(tmp_path / "x")
+    )
+    assert (rc, out["code"]) == (1, 50)
+
+
+def test_version_is_answered_without_the_agent(agent: Agent, tmp_path: Path) -> None:
+    rc, out = _call(agent, {"CNI_COMMAND": "VERSION"}, '{"cniVersion":"1.0.0"}', sock=str(tmp_path / "none"))
+    assert rc == 0
+    assert out == {"cniVersion": "1.0.0", "supportedVersions": ["0.4.0", "1.0.0", "1.1.0"]}
+
+
+def test_0_4_0_result_has_ip_versions(agent: Agent, pods: Pods) -> None:
+    name, path = pods.netns()
+    env = {**ADD, "CNI_NETNS": path, "CNI_CONTAINERID": "v040test00000000000"}
+    rc, out = _call(agent, env, _conf(agent, cniVersion="0.4.0"))
+    pods.created[-1] = (name, env["CNI_CONTAINERID"], env["CNI_ARGS"], out)
+    assert rc == 0, out
+    assert out["cniVersion"] == "0.4.0" and out["ips"][0]["version"] == "4"
