@@ -14,7 +14,14 @@ from google.protobuf import timestamp_pb2, wrappers_pb2
 
 from csi import wire
 from csi.backends.base import Snapshot, Volume, VolumeBackend, VolumeSpec
-from csi.errors import AlreadyExists, InvalidArgument, OutOfRange, ResourceExhausted, VolumeNotFound
+from csi.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    OutOfRange,
+    ResourceExhausted,
+    Unimplemented,
+    VolumeNotFound,
+)
 from csi.locks import KeyedLocks
 from csi.rpc import rpc
 from csi.settings import TOPOLOGY_KEY
@@ -139,7 +146,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
         rng = request.capacity_range if request.HasField("capacity_range") else None
         if not wire.in_range(volume.size_bytes, rng):
             raise AlreadyExists(f"volume {request.name!r} exists with {volume.size_bytes} bytes")
-        if volume.access_type != caps[0].access_type:
+        if volume.access_type not in ("any", caps[0].access_type):
             raise AlreadyExists(f"volume {request.name!r} exists as a {volume.access_type} volume")
         if (volume.source_snapshot_id, volume.source_volume_id) != source:
             raise AlreadyExists(f"volume {request.name!r} exists with another content source")
@@ -163,7 +170,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
         cap = wire.capability(request.volume_capability)
         with self._locks.hold(request.volume_id):
             volume = self._backend.get_volume(request.volume_id)
-            if cap.access_type != volume.access_type:
+            if volume.access_type not in ("any", cap.access_type):
                 raise InvalidArgument(f"volume {volume.id} is a {volume.access_type} volume")
             readonly = request.readonly or cap.readonly
             ctx = self._backend.attach(request.volume_id, request.node_id, readonly)
@@ -242,6 +249,8 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def GetCapacity(
         self, request: csi_pb2.GetCapacityRequest, context: grpc.ServicerContext
     ) -> csi_pb2.GetCapacityResponse:
+        if not self._backend.reports_capacity:
+            raise Unimplemented(f"the {self._backend.name} backend does not report capacity")
         cap = self._backend.capacity()
         usable = all(wire.is_supported(c) for c in request.volume_capabilities)
         node = self._backend.topology_node
@@ -337,7 +346,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
 
 
 def _capabilities(backend: VolumeBackend) -> Sequence[csi_pb2.ControllerServiceCapability]:
-    types = list(BASE_CAPABILITIES)
+    types = [t for t in BASE_CAPABILITIES if t != Rpc.GET_CAPACITY or backend.reports_capacity]
     if backend.reports_publications:
         types.append(Rpc.LIST_VOLUMES_PUBLISHED_NODES)
     return [csi_pb2.ControllerServiceCapability(rpc=Rpc(type=t)) for t in types]

@@ -76,6 +76,8 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
                 mounts.grow_ext4_offline(device, _block_size(device))
             mounts.ensure_dir(staging)
             options = list(cap.mount_flags)
+            if fs_type == "xfs":
+                options.append("nouuid")  # restored/cloned copies share their source's UUID
             if request.publish_context.get("readonly") == "true" or cap.readonly:
                 options.append("ro")
             mounts.mount(device, staging, fs_type, options)

@@ -45,10 +45,10 @@ def _strip(msg: Message) -> None:
             msg.ClearField(field.name)
             if field.message_type is not None and field.message_type.GetOptions().map_entry:
                 getattr(msg, field.name)["stripped"] = STRIPPED
-            elif field.type == field.TYPE_STRING and field.label == field.LABEL_REPEATED:
+            elif field.type == field.TYPE_STRING and field.is_repeated:
                 getattr(msg, field.name).append(STRIPPED)
         elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
-            for sub in value if field.label == field.LABEL_REPEATED else [value]:
+            for sub in value if field.is_repeated else [value]:
                 _strip(sub)
 
 

@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from csi.backends.base import GIB, MIB, AccessType
+from csi.backends.base import GIB, MIB, AccessType, VolumeAccess
 from csi.errors import InvalidArgument, InvalidToken, OutOfRange
 from csi.mounts import DEFAULT_FS, SUPPORTED_FS
 from protos import csi_pb2
@@ -73,12 +73,12 @@ def capabilities(caps: Sequence[csi_pb2.VolumeCapability]) -> list[Capability]:
     return parsed
 
 
-def supported(cap: csi_pb2.VolumeCapability, access_type: AccessType) -> bool:
+def supported(cap: csi_pb2.VolumeCapability, access_type: VolumeAccess) -> bool:
     try:
         parsed = capability(cap)
     except InvalidArgument:
         return False
-    return parsed.access_type == access_type
+    return access_type in ("any", parsed.access_type)
 
 
 def is_supported(cap: csi_pb2.VolumeCapability) -> bool:

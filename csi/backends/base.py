@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 AccessType = Literal["mount", "block"]
+VolumeAccess = Literal["mount", "block", "any"]
+"""What a volume can be used as; "any" for backends that only know block storage (LightningStor)."""
 MIB = 1 << 20
 GIB = 1 << 30
 
@@ -37,7 +39,7 @@ class Volume:
     id: str
     name: str
     size_bytes: int
-    access_type: AccessType
+    access_type: VolumeAccess
     fs_type: str
     node_id: str = ""
     """The node the volume is accessible from ("" = any node)."""
@@ -71,6 +73,8 @@ class VolumeBackend(Protocol):
 
     name: str
     reports_publications: bool
+    reports_capacity: bool
+    """Whether capacity() knows real figures (GET_CAPACITY is claimed only then)."""
     topology_node: str
     """The only node volumes are accessible from ("" = every node)."""
     """Whether Volume.published is known (ListVolumes/ControllerGetVolume published_node_ids)."""

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 class LocalBackend:
     name = "local"
     reports_publications = True
+    reports_capacity = True
     node_side_attach = True
 
     def __init__(

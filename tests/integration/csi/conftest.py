@@ -6,6 +6,7 @@ detach everything under it (csi.cleanup.release_under) even when the test failed
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -213,3 +214,67 @@ def loops_under(root: Path) -> list[str]:
 
 def mounts_under(root: Path) -> list[str]:
     return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(root) in line]
+
+
+def fs_of(path: Path) -> str:
+    return subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", str(path)], capture_output=True, text=True
+    ).stdout.strip()
+
+
+def fs_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize
+
+
+def has_cap_sys_resource() -> bool:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+
+def publish_all(
+    driver: Driver,
+    volume_id: str,
+    cap: csi_pb2.VolumeCapability,
+    staging: Path,
+    target: Path,
+    readonly: bool = False,
+) -> dict[str, str]:
+    pub = driver.controller.ControllerPublishVolume(
+        csi_pb2.ControllerPublishVolumeRequest(volume_id=volume_id, node_id=NODE_ID, volume_capability=cap)
+    )
+    staging.mkdir(parents=True, exist_ok=True)
+    driver.node.NodeStageVolume(
+        csi_pb2.NodeStageVolumeRequest(
+            volume_id=volume_id,
+            staging_target_path=str(staging),
+            volume_capability=cap,
+            publish_context=pub.publish_context,
+        )
+    )
+    driver.node.NodePublishVolume(
+        csi_pb2.NodePublishVolumeRequest(
+            volume_id=volume_id,
+            staging_target_path=str(staging),
+            target_path=str(target),
+            volume_capability=cap,
+            publish_context=pub.publish_context,
+            readonly=readonly,
+        )
+    )
+    return dict(pub.publish_context)
+
+
+def teardown_all(driver: Driver, volume_id: str, staging: Path, target: Path) -> None:
+    driver.node.NodeUnpublishVolume(
+        csi_pb2.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=str(target))
+    )
+    driver.node.NodeUnstageVolume(
+        csi_pb2.NodeUnstageVolumeRequest(volume_id=volume_id, staging_target_path=str(staging))
+    )
+    driver.controller.ControllerUnpublishVolume(
+        csi_pb2.ControllerUnpublishVolumeRequest(volume_id=volume_id, node_id=NODE_ID)
+    )
+    driver.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=volume_id))

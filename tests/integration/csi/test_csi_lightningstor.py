@@ -1,0 +1,155 @@
+"""The `lightningstor` backend: the real driver process against an in-process VolumeService over gRPC.
+
+The fake speaks the real wire protocol on a unix socket and attaches real loop
+devices, so the node side stages, mounts, expands and reads data for real.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from protos import csi_pb2
+from tests.conftest import require_root
+from tests.integration.csi.conftest import (
+    MIB,
+    NODE_ID,
+    Driver,
+    create_req,
+    fs_bytes,
+    loops_under,
+    make_root,
+    mount_cap,
+    mounts_under,
+    publish_all,
+    status_of,
+    teardown_all,
+    teardown_root,
+)
+from tests.integration.csi.fake_lightningstor import FakeVolumeService, serve
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def ls_driver() -> Iterator[tuple[Driver, FakeVolumeService]]:
+    require_root()
+    root = make_root()
+    server, service, endpoint = serve(root / "ls", nodes=[NODE_ID])
+    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint])
+    try:
+        d.start()
+        yield d, service
+    finally:
+        d.stop()
+        server.stop(None)
+        teardown_root(root)
+
+
+def test_lightningstor_backend_full_lifecycle(ls_driver: tuple[Driver, FakeVolumeService]) -> None:
+    driver, service = ls_driver
+    c = driver.controller
+    info = driver.identity.GetPluginInfo(csi_pb2.GetPluginInfoRequest())
+    assert info.manifest["backend"] == "lightningstor"
+    caps = {
+        x.rpc.type
+        for x in c.ControllerGetCapabilities(csi_pb2.ControllerGetCapabilitiesRequest()).capabilities
+    }
+    assert csi_pb2.ControllerServiceCapability.RPC.GET_CAPACITY not in caps  # the service reports none
+
+    cap = mount_cap("xfs")
+    req = create_req("pvc-ls-1", 320 * MIB, cap)
+    req.parameters.update({"type": "hdd", "replication": "2", "org_id": "org-123", "project_id": "proj-456"})
+    vol = c.CreateVolume(req).volume
+    assert c.CreateVolume(req).volume.volume_id == vol.volume_id
+    remote = service.volumes[vol.volume_id]
+    assert (remote.volume_type, remote.replication_factor, remote.org_id, remote.project_id) == (
+        "hdd",
+        2,
+        "org-123",
+        "proj-456",
+    )
+    assert not vol.accessible_topology  # reachable from every node
+
+    staging, target = driver.root / "stage" / "ls", driver.root / "pods" / "ls" / "mount"
+    ctx = publish_all(driver, vol.volume_id, cap, staging, target)
+    assert ctx["device_path"] == service.attachments[(vol.volume_id, NODE_ID)].device_path
+    with open(target / "f.txt", "w") as f:  # a remote snapshot is crash-consistent: the app fsyncs
+        f.write("over lightningstor")
+        f.flush()
+        os.fsync(f.fileno())
+
+    exp = c.ControllerExpandVolume(
+        csi_pb2.ControllerExpandVolumeRequest(
+            volume_id=vol.volume_id, capacity_range=csi_pb2.CapacityRange(required_bytes=640 * MIB)
+        )
+    )
+    assert exp.capacity_bytes == 640 * MIB and exp.node_expansion_required
+    grown = driver.node.NodeExpandVolume(
+        csi_pb2.NodeExpandVolumeRequest(volume_id=vol.volume_id, volume_path=str(target))
+    )
+    assert grown.capacity_bytes == 640 * MIB and fs_bytes(target) > 500 * MIB
+
+    snap = c.CreateSnapshot(
+        csi_pb2.CreateSnapshotRequest(name="ls-snap", source_volume_id=vol.volume_id)
+    ).snapshot
+    assert snap.snapshot_id in service.snapshots and snap.ready_to_use
+    restore = create_req("pvc-ls-2", 640 * MIB, cap)
+    restore.volume_content_source.snapshot.snapshot_id = snap.snapshot_id
+    vol2 = c.CreateVolume(restore).volume
+    s2, t2 = driver.root / "stage" / "ls2", driver.root / "pods" / "ls2" / "mount"
+    publish_all(driver, vol2.volume_id, cap, s2, t2)
+    assert (t2 / "f.txt").read_text() == "over lightningstor"
+
+    listed = c.ListVolumes(csi_pb2.ListVolumesRequest(max_entries=1))
+    rest = c.ListVolumes(csi_pb2.ListVolumesRequest(starting_token=listed.next_token))
+    assert {e.volume.volume_id for e in [*listed.entries, *rest.entries]} == {vol.volume_id, vol2.volume_id}
+
+    teardown_all(driver, vol2.volume_id, s2, t2)
+    teardown_all(driver, vol.volume_id, staging, target)
+    c.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id))
+    assert service.volumes == {} and service.attachments == {} and service.snapshots == {}
+    assert "DetachVolume" in service.calls
+    assert loops_under(driver.root) == [] and mounts_under(driver.root) == []
+
+
+def test_lightningstor_errors_map_to_csi_codes(ls_driver: tuple[Driver, FakeVolumeService]) -> None:
+    driver, _ = ls_driver
+    c = driver.controller
+    vol = c.CreateVolume(create_req("pvc-ls-err", 64 * MIB)).volume
+    pub = csi_pb2.ControllerPublishVolumeRequest(
+        volume_id=vol.volume_id, node_id="no-such-node", volume_capability=mount_cap()
+    )
+    assert status_of(lambda: c.ControllerPublishVolume(pub)) == grpc.StatusCode.NOT_FOUND
+    pub.volume_id, pub.node_id = "ls-missing", NODE_ID
+    assert status_of(lambda: c.ControllerPublishVolume(pub)) == grpc.StatusCode.NOT_FOUND
+    assert status_of(lambda: c.CreateVolume(create_req("pvc-ls-err", 128 * MIB, limit=128 * MIB))) == (
+        grpc.StatusCode.ALREADY_EXISTS
+    )
+    missing_snap = create_req("pvc-ls-from-nothing", 64 * MIB)
+    missing_snap.volume_content_source.snapshot.snapshot_id = "lss-missing"
+    assert status_of(lambda: c.CreateVolume(missing_snap)) == grpc.StatusCode.NOT_FOUND
+    stage = csi_pb2.NodeStageVolumeRequest(
+        volume_id=vol.volume_id, staging_target_path=str(driver.root / "s"), volume_capability=mount_cap()
+    )
+    # no ControllerPublish happened: the node has no device to stage
+    assert status_of(lambda: driver.node.NodeStageVolume(stage)) == grpc.StatusCode.FAILED_PRECONDITION
+    c.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+    c.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+
+
+def test_probe_is_not_ready_while_lightningstor_is_down() -> None:
+    require_root()
+    root = make_root()
+    server, _, endpoint = serve(root / "ls", nodes=[NODE_ID])
+    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint])
+    try:
+        d.start()
+        server.stop(None)
+        assert d.identity.Probe(csi_pb2.ProbeRequest(), timeout=2).ready.value is False
+    finally:
+        d.stop()
+        teardown_root(root)
