@@ -25,7 +25,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from cni.errors import ContainerUnknown
+from cni.errors import CniError, ContainerUnknown
 
 log = logging.getLogger(__name__)
 
@@ -120,22 +120,30 @@ def _ethtool(sock: socket.socket, ifname: str, cmd: int, data: int) -> int:
 class Links:
     """Host and pod side of pod interfaces."""
 
-    def create_veth(self, host_if: str, netns: str, pod: PodLinkConfig, alias: str) -> LinkState:
-        """Create the pair with the pod end directly in `netns`, configure both ends, return the pod end."""
+    def create_veth(self, host_if: str, netns: str, pod_if: str, mtu: int, alias: str) -> LinkState:
+        """Create the pair with the pod end directly in `netns`; the host end is up, tagged with `alias`.
+
+        The alias is written before any address is allocated, so GC can always find (and
+        release) an attachment whose ADD died half-way.
+        """
         with IPRoute() as host:
             for idx in host.link_lookup(ifname=host_if):  # leftover of a crashed ADD
                 host.link("del", index=idx)
             fd = open_netns(netns)
             try:
-                host.link("add", ifname=host_if, kind="veth", peer={"ifname": pod.ifname, "net_ns_fd": fd})
+                host.link("add", ifname=host_if, kind="veth", peer={"ifname": pod_if, "net_ns_fd": fd})
             except NetlinkError as e:
-                raise OSError(e.code, f"creating veth {host_if}/{pod.ifname} in {netns}: {e}") from e
+                raise CniError(f"cannot create {pod_if} in {netns}", os.strerror(e.code)) from e
             finally:
                 os.close(fd)
             (hidx,) = host.link_lookup(ifname=host_if)
-            host.link("set", index=hidx, mtu=pod.mtu, ifalias=ALIAS_PREFIX + alias, state="up")
+            host.link("set", index=hidx, mtu=mtu, ifalias=ALIAS_PREFIX + alias, state="up")
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 set_tx_checksum(s, host_if, False)
+            return _state(host, hidx)
+
+    def configure_pod(self, netns: str, pod: PodLinkConfig) -> LinkState:
+        """MAC, MTU, checksum offload off, up, addresses and routes of the pod end."""
         with netns_sockets(netns) as (ipr, sock):
             return _configure_pod_end(ipr, sock, pod)
 

@@ -52,6 +52,7 @@ class PodNetworkService:
         source = self._source(req.netconf)
         self._teardown(req, att, source)  # an ADD retried with the same container id starts clean
         try:
+            host = self._a.links.create_veth(att.host_if, att.netns, att.ifname, req.netconf.mtu, att.alias)
             alloc = source.allocate(req, att)
             mac = self._ensure_port(att, alloc)
             pod_if = PodLinkConfig(
@@ -61,8 +62,7 @@ class PodNetworkService:
                 addresses=tuple(i.address for i in alloc.ips),
                 routes=tuple((r.dst, r.gw) for r in alloc.routes),
             )
-            self._a.links.create_veth(att.host_if, att.netns, pod_if, att.alias)
-            host = self._a.links.host_link(att.host_if)
+            self._a.links.configure_pod(att.netns, pod_if)
             with self._a.ovs.expect_installed(att.host_if) as installed:
                 self._a.ovs.bind(att.host_if, att.lsp, att.external_ids())
                 if not installed.wait(self._s.port_up_timeout):
@@ -75,7 +75,7 @@ class PodNetworkService:
             self._teardown(req, att, source)
             raise
         plog.info("added %s on %s via %s", ",".join(i.address for i in alloc.ips), att.lsp, source.name)
-        return self._result(req, att, alloc, mac, host.mac if host else "")
+        return self._result(req, att, alloc, mac, host.mac)
 
     def _ensure_port(self, att: Attachment, alloc: Allocation) -> str:
         """The pod's logical switch port, when the address source did not create it."""
