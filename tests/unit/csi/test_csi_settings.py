@@ -1,0 +1,57 @@
+"""Flags, environment fallbacks and validation (csi/settings.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from csi.settings import CsiSettings, split_host_port
+
+
+def test_flags_win_over_env_and_env_over_defaults() -> None:
+    env = {
+        "CSI_MODE": "node",
+        "CSI_NODE_ID": "env-node",
+        "CSI_MAX_VOLUMES_PER_NODE": "7",
+        "CSI_STATE_DIR": "/x",
+    }
+    s = CsiSettings.from_args(["--node-id", "flag-node"], env)
+    assert (s.mode, s.node_id, s.max_volumes_per_node, s.state_dir) == ("node", "flag-node", 7, Path("/x"))
+    assert s.serves_node and not s.serves_controller
+
+
+def test_defaults() -> None:
+    s = CsiSettings.from_args([], {"KUBE_NODE_NAME": "k8s-node"})
+    assert s.mode == "all" and s.node_id == "k8s-node" and s.backend == "local"
+    assert s.socket_path == Path("/var/lib/kubelet/plugins/stor.plasmacloud.io/csi.sock")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--endpoint", "tcp://1.2.3.4:5"],
+        ["--backend", "lightningstor"],
+        ["--max-volumes-per-node", "-1"],
+    ],
+)
+def test_invalid_settings_are_refused(argv: list[str]) -> None:
+    with pytest.raises(ValueError):
+        CsiSettings.from_args(argv, {})
+
+
+def test_bad_choice_exits_like_argparse() -> None:
+    with pytest.raises(SystemExit):
+        CsiSettings.from_args(["--mode", "sideways"], {})
+
+
+def test_auto_fs_type_follows_the_capability() -> None:
+    s = CsiSettings.from_args(["--default-fs-type", "auto"], {})
+    assert s.resolved_fs_type(True) == "ext4" and s.resolved_fs_type(False) == "xfs"
+    assert CsiSettings(default_fs_type="xfs").resolved_fs_type(True) == "xfs"
+
+
+def test_split_host_port() -> None:
+    assert split_host_port("127.0.0.1:9808") == ("127.0.0.1", 9808)
+    assert split_host_port(":9808") == ("0.0.0.0", 9808)
+    assert split_host_port("[::1]:9808") == ("::1", 9808)
