@@ -51,7 +51,8 @@ class CniComponent:
         conflist = root / "etc" / "cni" / "net.d" / "10-prismnet.conflist"
         installed = node.path("prismnet", "installed.json")
         created = [str(p) for p in (exe, conflist) if not p.exists()]
-        installed.write_text(json.dumps(created))
+        created += [str(d) for d in _missing_dirs(exe.parent) + _missing_dirs(conflist.parent)]
+        installed.write_text(json.dumps(created))  # files first, then directories deepest first
         exe.parent.mkdir(parents=True, exist_ok=True)
         exe.write_text(launcher_script(sys.executable, str(REPO)))
         exe.chmod(0o755)
@@ -93,8 +94,12 @@ class CniComponent:
     def cleanup(self, node: Node) -> None:
         installed = node.run_dir / "prismnet" / "installed.json"
         if installed.exists():
-            for path in json.loads(installed.read_text()):
-                Path(path).unlink(missing_ok=True)
+            for path in map(Path, json.loads(installed.read_text())):
+                if path.is_dir():
+                    if not any(path.iterdir()):
+                        path.rmdir()
+                else:
+                    path.unlink(missing_ok=True)
         if "OVS_DB" in node.endpoints:
             teardown_host(self.settings(node))
 
@@ -118,6 +123,15 @@ def default_conflist(s: AgentSettings) -> dict[str, object]:
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories `mkdir -p path` would create, deepest first."""
+    out = []
+    while not path.exists():
+        out.append(path)
+        path = path.parent
+    return out
 
 
 def _listening(path: Path) -> bool:

@@ -40,7 +40,7 @@ class FakePrismnet(prismnet_pb2_grpc.NetworkServiceServicer):
             self._switches[namespace] = _Switch(subnet, next(subnet.hosts()))
         return self._switches[namespace]
 
-    def AllocateIP(self, request, context):  # noqa: N802
+    def AllocateIP(self, request, context):
         self.calls.append("AllocateIP")
         if not request.namespace or not request.container_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "namespace and container_id are required")
@@ -69,7 +69,7 @@ class FakePrismnet(prismnet_pb2_grpc.NetworkServiceServicer):
             prefix_length=sw.subnet.prefixlen,
         )
 
-    def ReleaseIP(self, request, context):  # noqa: N802
+    def ReleaseIP(self, request, context):
         self.calls.append("ReleaseIP")
         if not request.container_id:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "container_id is required")
@@ -85,14 +85,14 @@ class FakePrismnet(prismnet_pb2_grpc.NetworkServiceServicer):
                     return prismnet_pb2.ReleaseIPResponse(released=True)
         return prismnet_pb2.ReleaseIPResponse(released=False)
 
-    def CreateLogicalSwitch(self, request, context):  # noqa: N802
+    def CreateLogicalSwitch(self, request, context):
         with self._lock:
             sw = self._switch(request.namespace)
         return prismnet_pb2.CreateLogicalSwitchResponse(
             name=f"k8s-{request.namespace}", subnet=str(sw.subnet), gateway=str(sw.gateway)
         )
 
-    def ListAllocations(self, request, context):  # noqa: N802
+    def ListAllocations(self, request, context):
         with self._lock:
             allocs = [
                 a

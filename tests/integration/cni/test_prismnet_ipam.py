@@ -60,7 +60,7 @@ def test_grpc_ipam_unreachable_is_try_again(agent: Agent, pods: Pods, short_tmp:
         **agent.conflist,
         "plugins": [{**agent.conflist["plugins"][0], "prismnetEndpoint": f"unix:{short_tmp}/nobody.sock"}],
     }
-    name, path = pods.netns()
+    _, path = pods.netns()
     call = agent.runtime(conflist).add("grpcdown" + "0" * 16, path, args="K8S_POD_NAMESPACE=x;K8S_POD_NAME=y")
     assert call.rc == 1 and call.out["code"] == 11, call.out
     status = agent.runtime(conflist).exec(
