@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nodeenv.cni_component import CniComponent
 from nodeenv.node import Component, NodeSettings
 from nodeenv.ovn_stack import OvnStack
 from nodeenv.webhook_component import WebhookComponent
@@ -9,5 +10,6 @@ from nodeenv.webhook_component import WebhookComponent
 
 def default_components(settings: NodeSettings) -> list[Component]:
     components: list[Component] = [OvnStack()]
+    components.append(CniComponent())
     components.append(WebhookComponent())
     return components
