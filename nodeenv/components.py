@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nodeenv.cni_component import CniComponent
+from nodeenv.csi_component import CsiComponent
 from nodeenv.node import Component, NodeSettings
 from nodeenv.ovn_stack import OvnStack
 from nodeenv.webhook_component import WebhookComponent
@@ -12,4 +13,5 @@ def default_components(settings: NodeSettings) -> list[Component]:
     components: list[Component] = [OvnStack()]
     components.append(CniComponent())
     components.append(WebhookComponent())
+    components.append(CsiComponent())
     return components

@@ -1,0 +1,72 @@
+"""The LightningStor CSI driver in the node environment: `lightningstor-csi --mode all` with the
+local backend, its state dir, socket and kubelet-style paths all inside the run dir.
+
+node.env gains CSI_CONTROLLER_ENDPOINT and CSI_NODE_ENDPOINT (the same unix socket: one
+process serves Identity, Controller and Node), CSI_NODE_ID, CSI_STATE_DIR, CSI_KUBELET_DIR
+(where staging and pod target paths go) and CSI_METRICS_URL.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import grpc
+
+from csi.cleanup import release_under
+from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.node import Node
+from protos import csi_pb2, csi_pb2_grpc
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _probe_ready(endpoint: str) -> bool:
+    with grpc.insecure_channel(endpoint) as channel:
+        try:
+            reply = csi_pb2_grpc.IdentityStub(channel).Probe(csi_pb2.ProbeRequest(), timeout=1)
+        except grpc.RpcError:
+            return False
+    return bool(reply.ready.value)
+
+
+class CsiComponent:
+    name = "csi"
+
+    def start(self, node: Node) -> dict[str, str]:
+        cdir = node.path("csi", "state", "x").parent.parent
+        endpoint = f"unix://{cdir / 'csi.sock'}"
+        port = _free_port()
+        argv = [
+            sys.executable, "-m", "csi.main",
+            "--mode", "all",
+            "--endpoint", endpoint,
+            "--node-id", node.settings.system_id,
+            "--backend", "local",
+            "--state-dir", str(cdir / "state"),
+            "--metrics-address", f"127.0.0.1:{port}",
+            # xfs where this machine cannot grow ext4 online (no CAP_SYS_RESOURCE), else ext4
+            "--default-fs-type", "auto",
+        ]  # fmt: skip
+        env = {k: v for k, v in node.process_env().items() if not k.startswith("CSI_")}
+        _, proc = start_foreground("lightningstor-csi", argv, cdir / "csi.log", env, node.daemons)
+        wait_for(lambda: _probe_ready(endpoint), "lightningstor-csi Probe ready", proc=proc)
+        (cdir / "kubelet").mkdir(exist_ok=True)
+        return {
+            "CSI_CONTROLLER_ENDPOINT": endpoint,
+            "CSI_NODE_ENDPOINT": endpoint,
+            "CSI_NODE_ID": node.settings.system_id,
+            "CSI_STATE_DIR": str(cdir / "state"),
+            "CSI_KUBELET_DIR": str(cdir / "kubelet"),
+            "CSI_METRICS_URL": f"http://127.0.0.1:{port}/metrics",
+        }
+
+    def cleanup(self, node: Node) -> None:
+        """After the driver stopped: unmount what is mounted under the run dir and detach the
+        loop devices backed by files in it (only those), so removing the run dir leaks nothing."""
+        if node.run_dir.exists():
+            release_under(node.run_dir)
