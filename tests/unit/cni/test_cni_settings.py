@@ -1,0 +1,63 @@
+"""Agent settings (flags with env fallbacks), attachment naming, the OVSDB row watcher."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from cni.attachment import Attachment, mac_for, parse_alias
+from cni.ovn import Watcher
+from cni.settings import AgentSettings
+
+
+def test_flags_override_env_which_overrides_defaults() -> None:
+    env = {"PRISMNET_BRIDGE": "br-env", "PRISMNET_MTU": "1300", "PRISMNET_MASQUERADE": "false"}
+    s = AgentSettings.from_argv(["--mtu", "1200"], env)
+    assert (s.bridge, s.mtu, s.masquerade) == ("br-env", 1200, False)
+    assert AgentSettings.from_argv([], {}).socket == Path("/run/prismnet/cni.sock")
+    assert s.management_if == "pnm-br-env"
+
+
+@pytest.mark.parametrize("argv", [["--subnet-prefix", "8"], ["--cluster-cidr", "nonsense"], ["--mtu", "100"]])
+def test_invalid_settings_exit_with_usage(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        AgentSettings.from_argv(argv, {})
+    assert e.value.code == 2
+
+
+def _att(cid: str = "0123456789abcdef" * 4, ifname: str = "eth0") -> Attachment:
+    return Attachment(
+        container_id=cid,
+        ifname=ifname,
+        network="prismnet",
+        namespace="ns",
+        pod="web",
+        netns="/run/netns/x",
+        node="n1",
+    )
+
+
+def test_attachment_names() -> None:
+    a = _att()
+    assert a.switch == "k8s-ns" and a.lsp == f"web-{a.container_id}"
+    assert len(a.host_if) <= 15 and a.host_if == _att().host_if != _att(ifname="net1").host_if
+    assert _att(ifname="net1").lsp.endswith("-net1")
+    assert parse_alias(a.alias) == ("prismnet", a.container_id, "eth0")
+    assert Attachment.from_ids(a.external_ids()) == a
+    assert mac_for("10.244.1.5") == "0a:58:0a:f4:01:05"
+
+
+def test_watcher_fires_on_matching_update_only() -> None:
+    w = Watcher()
+    with w.expect("Interface", "pn1", lambda row: row.external_ids.get("ovn-installed") == "true") as exp:
+        w.notify("Interface", SimpleNamespace(name="pn1", external_ids={}))
+        w.notify("Interface", SimpleNamespace(name="pn2", external_ids={"ovn-installed": "true"}))
+        assert exp.wait(0.01) is None
+        threading.Timer(
+            0.01, w.notify, ("Interface", SimpleNamespace(name="pn1", external_ids={"ovn-installed": "true"}))
+        ).start()
+        assert exp.wait(5) is True
+    assert w._waits == {}
