@@ -62,7 +62,7 @@ class LocalBackend:
         return self._dir / "snapshots" / f"{snapshot_id}.img"
 
     def _recover(self) -> None:
-        """Drop records (and files) of creations a crash interrupted."""
+        """Drop what a crash left half-done: records not ready, files without a record, temp files."""
 
         def drop(doc: Document) -> list[str]:
             broken = [k for k, v in doc["volumes"].items() if v.get("state") != "ready"]
@@ -70,11 +70,13 @@ class LocalBackend:
                 del doc["volumes"][k]
             return broken
 
-        for volume_id in self._state.update(drop):
-            log.warning("removing volume %s whose creation was interrupted", volume_id)
-            self.volume_file(volume_id).unlink(missing_ok=True)
-        for tmp in self._dir.glob("*/*.tmp"):
-            tmp.unlink(missing_ok=True)
+        self._state.update(drop)
+        known = self._state.read(lambda d: (set(d["volumes"]), set(d["snapshots"])))
+        for table, ids in zip(("volumes", "snapshots"), known, strict=True):
+            for path in (self._dir / table).iterdir():
+                if path.suffix == ".tmp" or path.stem not in ids:
+                    log.warning("removing %s left behind by an interrupted operation", path)
+                    path.unlink(missing_ok=True)
 
     def _volume(self, rec: Mapping[str, Any]) -> Volume:
         missing = "" if self.volume_file(rec["id"]).exists() else "backing file is missing"
@@ -133,26 +135,31 @@ class LocalBackend:
             "source_snapshot_id": spec.source_snapshot_id,
             "source_volume_id": spec.source_volume_id,
             "published": {},
-            "state": "creating",
+            "state": "ready",
             "created_at": time.time(),
         }
-        self._state.update(lambda d: self._reserve(d, "volumes", rec))
+        self._state.read(lambda d: self._check_room(d, spec.size_bytes))  # fail fast, before copying
+        path = self.volume_file(volume_id)
         try:
-            self._make_file(self.volume_file(volume_id), spec.size_bytes, source)
+            self._make_file(path, spec.size_bytes, source)
+            self._state.update(lambda d: self._reserve(d, "volumes", rec))
         except BaseException:
-            self._state.update(lambda d: d["volumes"].pop(volume_id, None))
-            self.volume_file(volume_id).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            path.with_suffix(".tmp").unlink(missing_ok=True)
             raise
-        self._state.update(lambda d: d["volumes"][volume_id].update(state="ready"))
         log.info("created volume %s (%s, %d bytes)", volume_id, spec.name, spec.size_bytes)
-        return self.get_volume(volume_id)
+        return self._volume(rec)
+
+    def _check_room(self, doc: Document, size: int) -> None:
+        used = _used_bytes(doc)
+        if used + size > self._capacity:
+            raise ResourceExhausted(
+                f"not enough capacity for {size} bytes ({self._capacity - used} of {self._capacity} left)"
+            )
 
     def _reserve(self, doc: Document, table: str, rec: dict[str, Any]) -> None:
-        if _used_bytes(doc) + rec["size_bytes"] > self._capacity:
-            raise ResourceExhausted(
-                f"not enough capacity for {rec['size_bytes']} bytes "
-                f"({self._capacity - _used_bytes(doc)} of {self._capacity} left)"
-            )
+        """Commit a record if its bytes still fit (checked again: creations run concurrently)."""
+        self._check_room(doc, rec["size_bytes"])
         doc[table][rec["id"]] = rec
 
     def _source_file(self, spec: VolumeSpec) -> Path | None:
@@ -165,16 +172,17 @@ class LocalBackend:
         return None
 
     def _make_file(self, path: Path, size: int, source: Path | None) -> None:
-        tmp = path.with_suffix(".tmp")
+        """The volume's sparse file (a fresh id: O_EXCL; a crash leaves an orphan the next start removes)."""
         if source is None:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 os.ftruncate(fd, size)
             finally:
                 os.close(fd)
-        else:
-            self._copy_consistent(source, tmp)
-            os.truncate(tmp, max(size, tmp.stat().st_size))
+            return
+        tmp = path.with_suffix(".tmp")
+        self._copy_consistent(source, tmp)
+        os.truncate(tmp, max(size, tmp.stat().st_size))
         os.replace(tmp, path)
 
     def _copy_consistent(self, source: Path, dest: Path) -> None:
@@ -201,9 +209,9 @@ class LocalBackend:
             if mounts.mounts_of(device):
                 raise FailedPrecondition(f"volume {volume_id} is still mounted on this node")
             loopdev.detach(device)
-        path.unlink(missing_ok=True)
         self._state.update(lambda d: d["volumes"].pop(volume_id, None))
-        log.info("deleted volume %s", volume_id)
+        path.unlink(missing_ok=True)  # after the record: a crash in between leaves an orphan file,
+        log.info("deleted volume %s", volume_id)  # which the next start removes
 
     def get_volume(self, volume_id: str) -> Volume:
         rec = self._state.read(lambda d: d["volumes"].get(volume_id))
@@ -239,13 +247,10 @@ class LocalBackend:
                 raise AlreadyExists(f"snapshot {name!r} exists for volume {existing['source_volume_id']}")
             return self._snapshot(existing)
         volume = self.get_volume(source_volume_id)
+        self._state.read(lambda d: self._check_room(d, volume.size_bytes))
         snapshot_id = f"snap-{uuid.uuid4().hex}"
-        tmp = self.snapshot_file(snapshot_id).with_suffix(".tmp")
-        try:
-            self._copy_consistent(self.volume_file(source_volume_id), tmp)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        final = self.snapshot_file(snapshot_id)
+        tmp = final.with_suffix(".tmp")
         rec = {
             "id": snapshot_id,
             "name": name,
@@ -254,17 +259,19 @@ class LocalBackend:
             "created_at": time.time(),
         }
         try:
+            self._copy_consistent(self.volume_file(source_volume_id), tmp)
+            os.replace(tmp, final)
             self._state.update(lambda d: self._reserve(d, "snapshots", rec))
         except BaseException:
             tmp.unlink(missing_ok=True)
+            final.unlink(missing_ok=True)
             raise
-        os.replace(tmp, self.snapshot_file(snapshot_id))
         log.info("created snapshot %s of %s", snapshot_id, source_volume_id)
         return self._snapshot(rec)
 
     def delete_snapshot(self, snapshot_id: str) -> None:
-        self.snapshot_file(snapshot_id).unlink(missing_ok=True)
         self._state.update(lambda d: d["snapshots"].pop(snapshot_id, None))
+        self.snapshot_file(snapshot_id).unlink(missing_ok=True)
 
     def get_snapshot(self, snapshot_id: str) -> Snapshot:
         rec = self._state.read(lambda d: d["snapshots"].get(snapshot_id))
