@@ -33,10 +33,19 @@ async def serve(settings: ServeSettings) -> int:
     return 0
 
 
+def _cheap_log_records() -> None:
+    """One log line per review: skip what our JSON lines never show (logging HOWTO, "Optimization")."""
+    logging._srcfile = None  # no caller frame lookup (file/line are not in our JSON lines)
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = parse(sys.argv[1:] if argv is None else argv, os.environ)
     if isinstance(settings, ServeSettings):
         setup_logging(settings.log_level)
+        _cheap_log_records()
         try:
             return asyncio.run(serve(settings))
         except (OSError, ValueError) as e:  # unreadable certificate, port in use, ...

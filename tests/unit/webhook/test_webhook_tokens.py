@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import jwt
 import pytest
 
 from tests.unit.webhook.webhook_kit import (
@@ -135,3 +136,56 @@ def test_policy_bounds() -> None:
         TokenPolicy(issuers=(ISSUER,), algorithms=frozenset({"none"}))
     with pytest.raises(ValueError):
         TokenPolicy(issuers=())
+
+
+def _pyjwt_accepts(token: str, alg: str) -> bool:
+    k = signing_key(alg)
+    key = k.private if alg == "HS256" else k.private.public_key()
+    try:
+        jwt.decode(
+            token,
+            key,
+            algorithms=[alg],
+            issuer=ISSUER,
+            leeway=30,
+            options={"verify_aud": False, "require": ["exp", "iss", "sub", "aud"]},
+        )
+    except jwt.PyJWTError:
+        return False
+    return True
+
+
+def _ours_accepts(token: str, alg: str) -> bool:
+    try:
+        VALIDATOR.validate(token, keyset(alg))
+    except TokenRejected:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("alg", ["HS256", "RS256", "ES256", "EdDSA"])
+def test_agrees_with_pyjwt_decode(alg: str) -> None:
+    """Our compact-serialization parsing + claim rules decide as jwt.decode does."""
+    now = int(time.time())
+    key = signing_key(alg)
+    good = sign(claims(), key)
+    cases = {
+        "good": good,
+        "leeway-exp": sign(claims(exp=now - 20), key),
+        "expired": sign(claims(exp=now - 40), key),
+        "nbf-in-leeway": sign(claims(nbf=now + 20), key),
+        "nbf-future": sign(claims(nbf=now + 40), key),
+        "iat-future": sign(claims(iat=now + 40), key),
+        "float-exp": sign(claims(exp=now + 60.5), key),
+        "wrong-iss": sign(claims(iss="https://x"), key),
+        "no-sub": sign(claims(sub=None), key),
+        "tampered": tamper(good, sub="user-evil"),
+        "truncated-sig": good[:-8],
+        "no-sig": good.rsplit(".", 1)[0] + ".",
+        "other-key": sign(claims(), signing_key(alg, 1), {"kid": key.kid} if key.kid else None),
+    }
+    for name, token in cases.items():
+        assert _ours_accepts(token, alg) == _pyjwt_accepts(token, alg), name
+    assert _ours_accepts(good, alg) and not _ours_accepts(cases["tampered"], alg)
+    # the one deliberate difference: RFC 7515 base64url has no '=' padding; PyJWT tolerates it
+    assert not _ours_accepts(good + "==", alg)
