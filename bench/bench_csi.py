@@ -177,11 +177,7 @@ def concurrent_cycles(b: Bench, clients: int = 8, per_client: int = 60) -> None:
     elapsed = time.perf_counter() - t0
     n = clients * per_client
     rate = n / elapsed
-    print(
-        print(
-            f"create/delete cycles, {clients} concurrent clients: {rate:7.1f}/s (n={n}, errors {len(errors)})"
-        )
-    )
+    print(f"create/delete cycles, {clients} concurrent clients: {rate:7.1f}/s (n={n}, errors {len(errors)})")
 
 
 def lifecycle(b: Bench) -> None:

@@ -2,6 +2,9 @@
 
 Writes go to a temp file in the same directory, are fsync'ed, renamed over the old
 file and the directory is fsync'ed, so a crash leaves either the old or the new state.
+`update()` returns only once its change is durable. Concurrent updates share one write
+(group commit): whoever flushes writes the newest document, covering every change made
+before it, so 8 parallel CreateVolume calls cost far fewer than 8 fsync pairs.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ Document = dict[str, dict[str, dict[str, Any]]]
 
 
 class StateFile:
-    """A JSON document of named tables {table: {key: record}} guarded by one lock."""
+    """A JSON document of named tables {table: {key: record}}; records are replaced, never mutated."""
 
     def __init__(self, path: Path, tables: tuple[str, ...]) -> None:
         self._path = path
         self._tables = tables
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()  # guards _doc and _version
+        self._flush_lock = threading.Lock()  # one writer at a time
         self._doc: Document = self._load()
+        self._version = 0
+        self._durable = 0
+        self._lost = 0  # changes up to this version were dropped by a failed write
 
     def _load(self) -> Document:
         try:
@@ -38,17 +45,36 @@ class StateFile:
             return fn(self._doc)
 
     def update(self, fn: Callable[[Document], T]) -> T:
-        """Apply `fn` to a copy of the document and persist it; the copy becomes current."""
+        """Apply `fn` to a copy of the document; on success it becomes current and is made durable."""
         with self._lock:
             doc = {t: dict(rows) for t, rows in self._doc.items()}
             result = fn(doc)
-            self._write(doc)
             self._doc = doc
-            return result
+            self._version += 1
+            mine = self._version
+        self._flush(mine)
+        return result
 
-    def _write(self, doc: Document) -> None:
+    def _flush(self, version: int) -> None:
+        with self._flush_lock:
+            if self._durable >= version:
+                return  # another thread's write already carried this change
+            if self._lost >= version:
+                raise OSError(f"writing {self._path} failed; the change was not saved")
+            with self._lock:
+                latest = self._version
+                data = json.dumps(self._doc, separators=(",", ":"), sort_keys=True).encode()
+            try:
+                self._write(data)
+            except OSError:
+                with self._lock:  # the disk refused: fall back to what is durable
+                    self._doc = self._load()
+                    self._lost = self._version
+                raise
+            self._durable = latest
+
+    def _write(self, data: bytes) -> None:
         tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp")
-        data = json.dumps(doc, indent=1, sort_keys=True).encode()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(fd, data)

@@ -66,3 +66,41 @@ def test_locks_are_thread_safe() -> None:
     for t in threads:
         t.join()
     assert 1 <= len(wins) < 8
+
+
+class CountingStateFile(StateFile):
+    def __init__(self, path: Path, fail: bool = False) -> None:
+        super().__init__(path, ("volumes",))
+        self.writes, self.fail = 0, fail
+
+    def _write(self, data: bytes) -> None:
+        self.writes += 1
+        if self.fail:
+            raise OSError("disk full")
+        threading.Event().wait(0.01)  # a slow disk, so that writers pile up
+        super()._write(data)
+
+
+def test_concurrent_updates_share_writes_and_all_become_durable(tmp_path: Path) -> None:
+    st = CountingStateFile(tmp_path / "s.json")
+    barrier = threading.Barrier(16)
+
+    def add(i: int) -> None:
+        barrier.wait()
+        st.update(lambda d: d["volumes"].update({f"v{i}": {"i": i}}))
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    on_disk = json.loads((tmp_path / "s.json").read_text())["volumes"]
+    assert sorted(on_disk) == sorted(f"v{i}" for i in range(16))
+    assert st.writes < 16
+
+
+def test_a_failed_write_is_reported_and_forgotten(tmp_path: Path) -> None:
+    st = CountingStateFile(tmp_path / "s.json", fail=True)
+    with pytest.raises(OSError):
+        st.update(lambda d: d["volumes"].update(v={"x": 1}))
+    assert st.read(lambda d: d["volumes"]) == {}

@@ -1,0 +1,293 @@
+"""PrismNET CNI benchmark: the real `prismnet` executable vs Debian's reference bridge + host-local.
+
+Both plugins are driven by the same harness (nodeenv.cni_component.CniRuntime, i.e. what
+containerd does: exec per call, netconf on stdin) in the same run, on a private node
+environment (its own OVS/OVN, bridge `br-cnibench`). Printed, never asserted:
+
+- ADD / CHECK / DEL latency (median, p95, p99), sequential and at concurrency 8
+- pods/second for 100 pod ADDs at concurrency 8
+- network-ready latency: ADD start until an ICMP echo from the pod to its gateway returns
+- port-up wait alone (ours): bind -> ovn-installed seen, from the agent's per-ADD log
+- after each run an invariant check (IPAM vs OVS ports vs NB ports vs kernel links)
+
+`python -m bench.bench_cni --faults 10000` adds the fault-injection run (concurrency 32:
+agent killed mid-ADD, netns deleted before DEL, double DEL, DEL without ADD, ADD retried).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import socket
+import statistics
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodeenv.cni_component import CniComponent, CniRuntime
+from nodeenv.daemons import stop
+from nodeenv.node import Node, NodeSettings
+from nodeenv.ovn_stack import OvnStack, missing_prerequisites
+
+CLUSTER = "10.95.0.0/16"
+REF_SUBNET, REF_BRIDGE = "10.94.0.0/16", "cnibr-bench"
+ARGS = "IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME={}"
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] if s else float("nan")
+
+
+def fmt(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    return (f"median {statistics.median(values):7.1f} ms  p95 {pct(values, 95):7.1f} ms  "
+            f"p99 {pct(values, 99):7.1f} ms  (n={len(values)})")
+
+
+@dataclass
+class Plugin:
+    name: str
+    runtime: CniRuntime
+    invariants: Callable[[set[str]], list[str]]
+    gateway: str
+    live: dict[str, tuple[str, dict[str, object]]] = field(default_factory=dict)  # cid -> (netns, result)
+    seq: int = 0
+
+    def new_pod(self) -> tuple[str, str]:
+        self.seq += 1
+        name = f"cnib-{os.getpid()}-{self.name[:3]}{self.seq}"
+        subprocess.run(["ip", "netns", "add", name], check=True)
+        return name, f"{self.name[:3]}{os.getpid()}x{self.seq:05d}" + "0" * 16
+
+    def add(self, netns: str, cid: str) -> float:
+        t0 = time.perf_counter()
+        call = self.runtime.add(cid, f"/run/netns/{netns}", args=ARGS.format(cid[:12]))
+        ms = (time.perf_counter() - t0) * 1000
+        if call.rc:
+            raise RuntimeError(f"{self.name} ADD failed: {call.out} {call.stderr}")
+        self.live[cid] = (netns, call.out)
+        return ms
+
+    def check(self, cid: str) -> float:
+        netns, result = self.live[cid]
+        t0 = time.perf_counter()
+        call = self.runtime.check(cid, f"/run/netns/{netns}", result, args=ARGS.format(cid[:12]))
+        if call.rc:
+            raise RuntimeError(f"{self.name} CHECK failed: {call.out}")
+        return (time.perf_counter() - t0) * 1000
+
+    def delete(self, cid: str) -> float:
+        netns, result = self.live.pop(cid)
+        t0 = time.perf_counter()
+        call = self.runtime.delete(cid, f"/run/netns/{netns}", result, args=ARGS.format(cid[:12]))
+        ms = (time.perf_counter() - t0) * 1000
+        if call.rc:
+            raise RuntimeError(f"{self.name} DEL failed: {call.out}")
+        subprocess.run(["ip", "netns", "del", netns], check=False)
+        return ms
+
+
+def run_phase(plugin: Plugin, n: int, conc: int) -> dict[str, list[float] | float]:
+    pods = [plugin.new_pod() for _ in range(n)]
+    with ThreadPoolExecutor(conc) as ex:
+        t0 = time.perf_counter()
+        adds = list(ex.map(lambda p: plugin.add(*p), pods))
+        wall = time.perf_counter() - t0
+        checks = list(ex.map(plugin.check, [cid for _, cid in pods]))
+        dels = list(ex.map(plugin.delete, [cid for _, cid in pods]))
+    return {"ADD": adds, "CHECK": checks, "DEL": dels, "pods_per_s": n / wall}
+
+
+def _setns(fd: int) -> None:
+    if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) != 0:
+        raise OSError(ctypes.get_errno(), "setns")
+
+
+def icmp_socket(netns: str) -> socket.socket:
+    own, target = os.open("/proc/thread-self/ns/net", os.O_RDONLY), os.open(f"/run/netns/{netns}", os.O_RDONLY)
+    try:
+        _setns(target)
+        try:
+            return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+        finally:
+            _setns(own)
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+def _checksum(data: bytes) -> int:
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total = (total >> 16) + (total & 0xFFFF)
+    return ~(total + (total >> 16)) & 0xFFFF
+
+
+def ping_until(sock: socket.socket, dst: str, timeout: float = 5.0) -> bool:
+    ident, deadline, seq = os.getpid() & 0xFFFF, time.monotonic() + timeout, 0
+    sock.settimeout(0.005)
+    while time.monotonic() < deadline:
+        seq += 1
+        hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+        sock.sendto(struct.pack("!BBHHH", 8, 0, _checksum(hdr + b"prismnet"), ident, seq) + b"prismnet", (dst, 0))
+        end = time.monotonic() + 0.01
+        while time.monotonic() < end:
+            try:
+                data, addr = sock.recvfrom(2048)
+            except (TimeoutError, BlockingIOError):
+                continue
+            if addr[0] == dst and data[20] == 0 and struct.unpack("!H", data[24:26])[0] == ident:
+                return True
+    return False
+
+
+def network_ready(plugin: Plugin, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        netns, cid = plugin.new_pod()
+        sock = icmp_socket(netns)
+        t0 = time.perf_counter()
+        plugin.add(netns, cid)
+        gw = plugin.gateway or str(plugin.live[cid][1]["ips"][0]["gateway"])  # type: ignore[index]
+        ok = ping_until(sock, gw)
+        ms = (time.perf_counter() - t0) * 1000
+        sock.close()
+        plugin.delete(cid)
+        if ok:
+            out.append(ms)
+    return out
+
+
+def _lines(argv: list[str]) -> list[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+
+
+def ours_invariants(node: Node) -> Callable[[set[str]], list[str]]:
+    e = node.endpoints
+
+    def check(live: set[str]) -> list[str]:
+        nb = ["ovn-nbctl", f"--db={e['OVN_NB_DB']}", "--bare", "--columns=external_ids,addresses", "find",
+              "Logical_Switch_Port", "external_ids:prismnet.network=prismnet"]
+        rows = subprocess.run(nb, capture_output=True, text=True, check=True).stdout.strip().split("\n\n")
+        nb_cids, ips = set(), []
+        for row in filter(None, rows):
+            nb_cids |= {w.split("=", 1)[1] for w in row.split() if w.startswith("prismnet.container-id=")}
+            ips += [w for w in row.split() if w.count(".") == 3 and "=" not in w]
+        ovs = _lines(["ovs-vsctl", f"--db={e['OVS_DB']}", "--bare", "--columns=external_ids", "find", "Interface",
+                      "external_ids:prismnet.network=prismnet"])
+        ovs_cids = {w.split("=", 1)[1] for w in ovs if w.startswith("prismnet.container-id=")}
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        k_cids = {w.split("/")[1] for w in links.split() if w.startswith("prismnet:prismnet/")}
+        return _compare({"NB ports": nb_cids, "OVS ports": ovs_cids, "kernel links": k_cids}, live, ips)
+
+    return check
+
+
+def ref_invariants(data_dir: Path) -> Callable[[set[str]], list[str]]:
+    def check(live: set[str]) -> list[str]:
+        held = [p for p in (data_dir / "refbench").glob("*") if p.name[0].isdigit()] if data_dir.exists() else []
+        owners = {p.read_text().split()[0] for p in held}
+        veths = subprocess.run(["ip", "-o", "link", "show", "master", REF_BRIDGE], capture_output=True, text=True)
+        n_veth = len(veths.stdout.splitlines())
+        problems = _compare({"host-local": owners}, live, [p.name for p in held])
+        return problems + ([f"{n_veth} veths on {REF_BRIDGE}, {len(live)} pods"] if n_veth != len(live) else [])
+
+    return check
+
+
+def _compare(sources: dict[str, set[str]], live: set[str], ips: list[str]) -> list[str]:
+    out = [f"{k}: leaked {sorted(v - live)[:3]} missing {sorted(live - v)[:3]}" for k, v in sources.items() if v != live]
+    if len(ips) != len(set(ips)):
+        out.append(f"duplicate IPs: {sorted({i for i in ips if ips.count(i) > 1})}")
+    return out
+
+
+@contextmanager
+def bench_node(tmp: Path) -> Iterator[Node]:
+    settings = NodeSettings(run_dir=tmp / "node", bridge="br-cnibench", system_id="cni-bench",
+                            install_root=tmp / "root")
+    node = Node(settings, [OvnStack(), CniComponent(cluster_cidr=CLUSTER)])
+    node.up()
+    try:
+        yield node
+    finally:
+        node.down()
+        subprocess.run(["ip", "link", "del", REF_BRIDGE], capture_output=True)
+
+
+def port_up_from_log(node: Node) -> list[float]:
+    out = []
+    for line in (node.run_dir / "prismnet" / "agent.log").read_text().splitlines():
+        if '"port_up_ms"' in line:
+            out.append(float(json.loads(line)["port_up_ms"]))
+    return out
+
+
+def plugins(node: Node, tmp: Path) -> tuple[Plugin, Plugin]:
+    e = node.endpoints
+    ours_conf = json.loads(Path(e["PRISMNET_CNI_CONFLIST"]).read_text())
+    ours_conf["plugins"] = ours_conf["plugins"][:1]
+    ours = Plugin("prismnet", CniRuntime(ours_conf, [str(Path(e["PRISMNET_CNI_BIN"]).parent)],
+                                         {"PRISMNET_AGENT_SOCKET": e["PRISMNET_AGENT_SOCKET"]}),
+                  ours_invariants(node), "")
+    ref_conf = {"cniVersion": "1.0.0", "name": "refbench", "plugins": [{
+        "type": "bridge", "bridge": REF_BRIDGE, "isGateway": True, "mtu": 1400,
+        "ipam": {"type": "host-local", "subnet": REF_SUBNET, "dataDir": str(tmp / "hl")}}]}
+    ref = Plugin("bridge+host-local", CniRuntime(ref_conf, ["/usr/lib/cni"], {}), ref_invariants(tmp / "hl"),
+                 "10.94.0.1")
+    return ours, ref
+
+
+def report(plugin: Plugin, label: str, phase: dict[str, list[float] | float]) -> None:
+    print(f"  {plugin.name:18s} {label}")
+    for verb in ("ADD", "CHECK", "DEL"):
+        print(f"    {verb:5s} {fmt(phase[verb])}")  # type: ignore[arg-type]
+    if label.startswith("concurrency"):
+        print(f"    throughput {phase['pods_per_s']:.1f} pods/s")
+    problems = plugin.invariants(set(plugin.live))
+    print(f"    invariants: {'OK (nothing leaked or duplicated)' if not problems else problems}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="bench_cni")
+    ap.add_argument("--seq", type=int, default=50, help="pods in the sequential run")
+    ap.add_argument("--pods", type=int, default=100, help="pods in the concurrency-8 run")
+    ap.add_argument("--ready", type=int, default=20, help="pods in the network-ready run")
+    ap.add_argument("--faults", type=int, default=0, help="operations in the fault-injection run (0: skip)")
+    args = ap.parse_args(argv or [])
+    if os.geteuid() != 0 or missing_prerequisites():
+        print("bench_cni needs root and OVS/OVN (make setup)")
+        return
+    with tempfile.TemporaryDirectory(prefix="cnib-", dir="/tmp") as d, bench_node(Path(d)) as node:
+        ours, ref = plugins(node, Path(d))
+        for p in (ref, ours):  # warm-up: first namespace switch, page cache
+            report(p, "warm-up (5 pods)", run_phase(p, 5, 1))
+        for p in (ref, ours):
+            report(p, f"sequential ({args.seq} pods)", run_phase(p, args.seq, 1))
+        for p in (ref, ours):
+            report(p, f"concurrency 8 ({args.pods} pods)", run_phase(p, args.pods, 8))
+        for p in (ref, ours):
+            ready = network_ready(p, args.ready)
+            print(f"  {p.name:18s} network ready (ADD start -> ICMP reply from gateway): {fmt(ready)}")
+        print(f"  {'prismnet':18s} port-up wait (bind -> ovn-installed seen), all ADDs: {fmt(port_up_from_log(node))}")
+        if args.faults:
+            from bench.bench_cni_faults_run import fault_run  # noqa: PLC0415
+
+            fault_run(node, ours, args.faults)
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
