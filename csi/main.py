@@ -34,6 +34,7 @@ def make_backend(settings: CsiSettings) -> VolumeBackend:
         settings.node_id,
         capacity_bytes=settings.capacity_bytes,
         max_volumes_per_node=settings.max_volumes_per_node,
+        writer=settings.serves_controller,
     )
 
 

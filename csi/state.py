@@ -23,9 +23,12 @@ Document = dict[str, dict[str, dict[str, Any]]]
 class StateFile:
     """A JSON document of named tables {table: {key: record}}; records are replaced, never mutated."""
 
-    def __init__(self, path: Path, tables: tuple[str, ...]) -> None:
+    def __init__(self, path: Path, tables: tuple[str, ...], *, follow: bool = False) -> None:
+        """follow=True: a read-only view of a file another process writes (reloaded when replaced)."""
         self._path = path
         self._tables = tables
+        self._follow = follow
+        self._seen: tuple[int, int] | None = None
         self._lock = threading.Lock()  # guards _doc and _version
         self._flush_lock = threading.Lock()  # one writer at a time
         self._doc: Document = self._load()
@@ -35,17 +38,32 @@ class StateFile:
 
     def _load(self) -> Document:
         try:
-            raw = json.loads(self._path.read_text())
+            with self._path.open("rb") as f:
+                st = os.fstat(f.fileno())
+                raw = json.loads(f.read())
+            self._seen = (st.st_ino, st.st_mtime_ns)
         except FileNotFoundError:
             raw = {}
         return {t: dict(raw.get(t, {})) for t in self._tables}
 
     def read(self, fn: Callable[[Document], T]) -> T:
         with self._lock:
+            if self._follow:
+                self._refresh()
             return fn(self._doc)
+
+    def _refresh(self) -> None:
+        try:
+            st = os.stat(self._path)
+        except FileNotFoundError:
+            return
+        if (st.st_ino, st.st_mtime_ns) != self._seen:
+            self._doc = self._load()
 
     def update(self, fn: Callable[[Document], T]) -> T:
         """Apply `fn` to a copy of the document; on success it becomes current and is made durable."""
+        if self._follow:
+            raise PermissionError(f"{self._path} is written by another process")
         with self._lock:
             doc = {t: dict(rows) for t, rows in self._doc.items()}
             result = fn(doc)

@@ -41,8 +41,16 @@ class LocalBackend:
     node_side_attach = True
 
     def __init__(
-        self, state_dir: Path, node_id: str, *, capacity_bytes: int = 0, max_volumes_per_node: int = 0
+        self,
+        state_dir: Path,
+        node_id: str,
+        *,
+        capacity_bytes: int = 0,
+        max_volumes_per_node: int = 0,
+        writer: bool = True,
     ) -> None:
+        """writer=False (a node-only process beside a controller process on the same state dir):
+        follow the controller's state file, never write it, never clean up what looks orphaned."""
         self._dir = state_dir
         self._node_id = node_id
         self.topology_node = node_id
@@ -50,8 +58,9 @@ class LocalBackend:
         for sub in ("volumes", "snapshots"):
             (state_dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         self._capacity = capacity_bytes or _fs_size(state_dir)
-        self._state = StateFile(state_dir / "state.json", ("volumes", "snapshots"))
-        self._recover()
+        self._state = StateFile(state_dir / "state.json", ("volumes", "snapshots"), follow=not writer)
+        if writer:
+            self._recover()
 
     # -- paths and records ------------------------------------------------------------
 

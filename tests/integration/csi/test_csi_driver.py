@@ -252,3 +252,57 @@ def test_bad_flags_exit_2_with_a_message() -> None:
         cwd=Path(__file__).resolve().parents[3],
     )
     assert proc.returncode == 2 and "unix:///" in proc.stderr
+
+
+def test_split_controller_and_node_processes_share_one_local_state_dir() -> None:
+    """The DaemonSet/Deployment split with the local backend: the node process follows the
+    controller's state file (read-only) and sees volumes created after it started."""
+    ctrl = _own_driver("--mode", "controller")
+    node = Driver(make_root(), ["--mode", "node", "--state-dir", str(ctrl.state_dir)])
+    try:
+        node.start()
+        assert (
+            status_of(lambda: node.controller.CreateVolume(create_req("x"))) == grpc.StatusCode.UNIMPLEMENTED
+        )
+        cap = mount_cap("ext4")
+        vol = ctrl.controller.CreateVolume(create_req("split", 32 * MIB, cap)).volume
+        ctx = ctrl.controller.ControllerPublishVolume(
+            csi_pb2.ControllerPublishVolumeRequest(
+                volume_id=vol.volume_id, node_id=NODE_ID, volume_capability=cap
+            )
+        ).publish_context
+        staging, target = node.root / "stage", node.root / "pods" / "split" / "mount"
+        staging.mkdir()
+        node.node.NodeStageVolume(
+            csi_pb2.NodeStageVolumeRequest(
+                volume_id=vol.volume_id,
+                staging_target_path=str(staging),
+                volume_capability=cap,
+                publish_context=ctx,
+            )
+        )
+        node.node.NodePublishVolume(
+            csi_pb2.NodePublishVolumeRequest(
+                volume_id=vol.volume_id,
+                staging_target_path=str(staging),
+                target_path=str(target),
+                volume_capability=cap,
+            )
+        )
+        (target / "f").write_text("split")
+        node.node.NodeUnpublishVolume(
+            csi_pb2.NodeUnpublishVolumeRequest(volume_id=vol.volume_id, target_path=str(target))
+        )
+        node.node.NodeUnstageVolume(
+            csi_pb2.NodeUnstageVolumeRequest(volume_id=vol.volume_id, staging_target_path=str(staging))
+        )
+        ctrl.controller.ControllerUnpublishVolume(
+            csi_pb2.ControllerUnpublishVolumeRequest(volume_id=vol.volume_id, node_id=NODE_ID)
+        )
+        ctrl.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+        assert loops_under(ctrl.root) == [] and mounts_under(node.root) == []
+    finally:
+        node.stop()
+        ctrl.stop()
+        teardown_root(node.root)
+        teardown_root(ctrl.root)
