@@ -126,18 +126,7 @@ def run(scn: Scenario) -> None:
         ).snapshot
         scn.defer(lambda: c.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id)))
     with scn.step("csi: restore the snapshot to a new volume and read the file there"):
-        restore = csi_pb2.CreateVolumeRequest(
-            name=RESTORED,
-            capacity_range=csi_pb2.CapacityRange(required_bytes=2 * GIB),
-            volume_capabilities=[CAP],
-        )
-        restore.volume_content_source.snapshot.snapshot_id = snap.snapshot_id
-        vol2 = c.CreateVolume(restore).volume
-        teardown_vol2 = _once(lambda: csi.teardown(vol2.volume_id))
-        scn.defer(teardown_vol2)
-        target2 = csi.attach_and_mount(vol2.volume_id)
-        if _in_pod(f"cat {target2}/hello.txt") != "written-in-a-pod":
-            raise RuntimeError("the restored volume lacks the file")
+        teardown_vol2 = _restore_and_read(scn, csi, snap.snapshot_id)
     with scn.step("csi: tear everything down"):
         teardown_vol2()
         teardown_vol()
@@ -146,6 +135,20 @@ def run(scn: Scenario) -> None:
         listed = c.ListVolumes(csi_pb2.ListVolumesRequest()).entries
         if left or listed or os.path.exists(target):
             raise RuntimeError(f"left behind: loops {left}, volumes {len(listed)}, target {target}")
+
+
+def _restore_and_read(scn: Scenario, csi: Csi, snapshot_id: str) -> Callable[[], None]:
+    restore = csi_pb2.CreateVolumeRequest(
+        name=RESTORED, capacity_range=csi_pb2.CapacityRange(required_bytes=2 * GIB), volume_capabilities=[CAP]
+    )
+    restore.volume_content_source.snapshot.snapshot_id = snapshot_id
+    vol = csi.controller.CreateVolume(restore).volume
+    teardown = _once(lambda: csi.teardown(vol.volume_id))
+    scn.defer(teardown)
+    target = csi.attach_and_mount(vol.volume_id)
+    if _in_pod(f"cat {target}/hello.txt") != "written-in-a-pod":
+        raise RuntimeError("the restored volume lacks the file")
+    return teardown
 
 
 def _expand(csi: Csi, volume_id: str, target: str) -> None:

@@ -306,3 +306,17 @@ def test_split_controller_and_node_processes_share_one_local_state_dir() -> None
         ctrl.stop()
         teardown_root(node.root)
         teardown_root(ctrl.root)
+
+
+def test_controller_reports_an_abnormal_volume_whose_file_vanished(driver: Driver) -> None:
+    c = driver.controller
+    vol = c.CreateVolume(create_req("vanishing", 16 * MIB)).volume
+    healthy = c.ControllerGetVolume(csi_pb2.ControllerGetVolumeRequest(volume_id=vol.volume_id))
+    assert not healthy.status.volume_condition.abnormal
+    (driver.state_dir / "volumes" / f"{vol.volume_id}.img").unlink()
+    sick = c.ControllerGetVolume(csi_pb2.ControllerGetVolumeRequest(volume_id=vol.volume_id))
+    assert sick.status.volume_condition.abnormal and "missing" in sick.status.volume_condition.message
+    listed = c.ListVolumes(csi_pb2.ListVolumesRequest()).entries
+    assert [e.status.volume_condition.abnormal for e in listed] == [True]
+    c.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+    assert c.ListVolumes(csi_pb2.ListVolumesRequest()).entries == []
