@@ -6,6 +6,7 @@ A device that already carries a filesystem is never formatted again.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -212,3 +213,7 @@ def remove_path(path: str) -> None:
             os.unlink(path)
     except FileNotFoundError:
         pass
+    except OSError as e:
+        if e.errno != errno.ENOTEMPTY:
+            raise
+        raise FailedPrecondition(f"{path} still holds files after unmount; not deleting them") from e
