@@ -99,6 +99,7 @@ def build_server(
     )
     locks = KeyedLocks()
     default_fs = settings.resolved_fs_type(can_grow_ext4_online())
+    log.info("volumes that name no fs_type get %s", default_fs, extra={"default_fs_type": default_fs})
     services = ["csi.v1.Identity"]
     csi_pb2_grpc.add_IdentityServicer_to_server(IdentityServicer(backend), server)
     if settings.serves_controller:

@@ -55,3 +55,13 @@ def test_split_host_port() -> None:
     assert split_host_port("127.0.0.1:9808") == ("127.0.0.1", 9808)
     assert split_host_port(":9808") == ("0.0.0.0", 9808)
     assert split_host_port("[::1]:9808") == ("::1", 9808)
+
+
+def test_help_names_every_env_fallback(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        CsiSettings.from_args(["--help"], {})
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for var in ("CSI_MODE", "CSI_ENDPOINT", "CSI_NODE_ID", "CSI_BACKEND", "CSI_STATE_DIR", "LIGHTNINGSTOR_ENDPOINT",
+                "CSI_METRICS_ADDRESS", "CSI_MAX_VOLUMES_PER_NODE"):  # fmt: skip
+        assert var in out
