@@ -1,10 +1,10 @@
 """Address allocation behind one Protocol, with three sources.
 
-- `OvnIpam` (default): OVN's own IPAM. The namespace switch carries `other_config:subnet`
-  (carved from the cluster CIDR, see `ovn_nb`), the pod port is created with
-  `addresses=dynamic`, ovn-northd picks MAC + IP, we pin them. One source of truth for the
-  whole cluster (the NB database), addresses unique even with many agents adding at once,
-  and released with the port row, so nothing leaks across agent restarts (GC deletes ports).
+- `OvnIpam` (default): the OVN northbound database is the source of truth. The namespace
+  switch carries its subnet (carved from the cluster CIDR, see `ovn_nb`); the pod's port is
+  created with a free address of it in one verified NB transaction (`ovn_nb._AllocatePort`),
+  so addresses are unique cluster-wide even with many agents adding at once, and released
+  with the port row, so nothing leaks across agent restarts (GC deletes ports).
 - `DelegatedIpam`: `ipam.type` names another CNI IPAM plugin (e.g. host-local) found in
   CNI_PATH; we run it with the same environment and netconf, as the CNI conventions say.
 - `PrismnetIpam` (`cni/ipam_prismnet.py`): the PrismNET AllocateIP/ReleaseIP gRPC API when
@@ -18,11 +18,12 @@ import json
 import logging
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from cni.attachment import Attachment
-from cni.errors import CniError, DelegatedPluginError, InvalidNetworkConfig, IpamFailure, TryAgainLater
+from cni.errors import CniError, DelegatedPluginError, InvalidNetworkConfig, IpamFailure
 from cni.ovn_nb import Northbound, SubnetsExhausted
 from cni.wire import CniRequest, CniResult, Dns, IpConfig, Route
 
@@ -45,6 +46,8 @@ class Allocation:
 
 class AddressSource(Protocol):
     name: str
+    self_recording: bool
+    """True when the allocation itself is a durable record GC can find (OVN's port row)."""
 
     def allocate(self, req: CniRequest, att: Attachment) -> Allocation: ...
 
@@ -57,17 +60,17 @@ class AddressSource(Protocol):
 
 class OvnIpam:
     name = "ovn"
+    self_recording = True
 
     def __init__(
         self,
         nb: Northbound,
         cluster: ipaddress.IPv4Network,
         prefix: int,
-        timeout: float,
         dns: Dns,
-        ovn_connected: object,
+        ovn_connected: Callable[[], bool],
     ) -> None:
-        self._nb, self._cluster, self._prefix, self._timeout = nb, cluster, prefix, timeout
+        self._nb, self._cluster, self._prefix = nb, cluster, prefix
         self._dns, self._connected = dns, ovn_connected
 
     def allocate(self, req: CniRequest, att: Attachment) -> Allocation:
@@ -77,20 +80,10 @@ class OvnIpam:
             raise IpamFailure(str(e)) from e
         if not info.subnet or not info.gateway:
             raise IpamFailure(f"switch {att.switch} exists without a PrismNET subnet; cannot allocate")
-        with self._nb.expect_dynamic_address(att.lsp) as exp:
-            self._nb.add_port(att.switch, att.lsp, ["dynamic"], [], att.external_ids())
-            value = exp.wait(self._timeout)
-        if not value:
-            lsp = self._nb.port(att.lsp)
-            value = lsp.dynamic_addresses if lsp else ""
-        if not value or len(value.split()) < 2:
-            raise TryAgainLater(
-                f"ovn-northd assigned no address to {att.lsp} on {att.switch}",
-                "is ovn-northd running, or is the subnet full?",
-            )
-        self._nb.pin_addresses(att.lsp, value)
-        mac, ip = value.split()[:2]
-        plen = ipaddress.ip_network(info.subnet).prefixlen
+        try:
+            mac, ip, plen = self._nb.allocate_port(att.switch, att.lsp, att.external_ids())
+        except SubnetsExhausted as e:
+            raise IpamFailure(str(e)) from e
         return Allocation(
             ips=(IpConfig(address=f"{ip}/{plen}", gateway=info.gateway, interface=1),),
             routes=(Route(dst="0.0.0.0/0", gw=info.gateway),),
@@ -103,11 +96,13 @@ class OvnIpam:
         """Nothing to do: the address is the port's, and the service deletes the port."""
 
     def problem(self, req: CniRequest) -> str:
-        return "" if self._connected() else "OVN northbound database not connected"  # type: ignore[operator]
+        return "" if self._connected() else "OVN northbound database not connected"
 
 
 class DelegatedIpam:
     """Runs `ipam.type` from CNI_PATH with our own environment and netconf."""
+
+    self_recording = False
 
     def __init__(self, plugin: str) -> None:
         self.name = plugin

@@ -36,6 +36,7 @@ def _error(op: str, e: grpc.RpcError) -> CniError:
 
 class PrismnetIpam:
     name = "prismnet"
+    self_recording = False
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint

@@ -44,21 +44,13 @@ def ensure_management_port(
     switch, lsp = management_names(node)
     info = nb.ensure_switch(switch, s.cluster_network, s.subnet_prefix)
     existing = nb.port(lsp)
-    value = (
-        existing.addresses[0]
-        if existing and existing.addresses and existing.addresses[0] != "dynamic"
-        else ""
-    )
-    if not value:
-        with nb.expect_dynamic_address(lsp) as exp:
-            nb.add_port(switch, lsp, ["dynamic"], [], {"prismnet.node": node, "prismnet.role": "management"})
-            value = exp.wait(s.port_up_timeout) or ""
-        if not value:
-            raise RuntimeError(f"ovn-northd assigned no address to the management port {lsp}")
+    if existing and existing.addresses:
+        mac, ip = existing.addresses[0].split()[:2]
+        plen = ipaddress.ip_network(info.subnet).prefixlen
+    else:
         # MAC-only port security: the node forwards (DNAT, masquerade) traffic of other sources.
-        nb.pin_addresses(lsp, value, port_security=value.split()[0])
-    mac, ip = value.split()[:2]
-    plen = ipaddress.ip_network(info.subnet).prefixlen
+        ids = {"prismnet.node": node, "prismnet.role": "management"}
+        mac, ip, plen = nb.allocate_port(switch, lsp, ids, mac_only_security=True)
     with ovs.expect_installed(s.management_if) as installed:
         ovs.bind(s.management_if, lsp, {"prismnet.role": "management"}, internal=True)
         _wait_device(links, s.management_if)

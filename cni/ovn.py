@@ -18,12 +18,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ovsdbapp.backend.ovs_idl import command, connection, idlutils
+from ovsdbapp.backend.ovs_idl import command, connection, idlutils, transaction
 from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl
 from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl
 
@@ -60,6 +61,8 @@ class OvsdbUnavailable(RuntimeError):
 class Expectation:
     def __init__(self, predicate: Callable[[Any], Any]) -> None:
         self.predicate, self.event, self.value = predicate, threading.Event(), None
+        self.fired_at = 0.0
+        """time.perf_counter() when the matching update arrived."""
 
     def wait(self, timeout: float) -> Any:
         """The predicate's first truthy value, or None on timeout."""
@@ -100,7 +103,7 @@ class Watcher:
             except (AttributeError, KeyError, TypeError):
                 continue
             if value:
-                exp.value = value
+                exp.value, exp.fired_at = value, time.perf_counter()
                 exp.event.set()
 
 
@@ -110,6 +113,23 @@ class _NotifyingIdl(connection.OvsdbIdl):  # type: ignore[misc]
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
         if event in ("create", "update"):
             self.watcher.notify(row._table.name, row)
+
+
+class _NoWaitTransaction(ovs_impl.OvsVsctlTransaction):  # type: ignore[misc]
+    """ovs-vsctl --no-wait: ovsdbapp's default OVS transaction bumps next_cfg and then blocks the
+    connection thread until ovs-vswitchd has reconfigured (~10 ms, serialising every request).
+    We wait for ovn-installed instead, which implies vswitchd has the port."""
+
+    def pre_commit(self, txn: Any) -> None:
+        txn.expected_ifaces = set()  # add_port records into it
+
+    def post_commit(self, txn: Any) -> None:
+        transaction.Transaction.post_commit(self, txn)
+
+
+class _NoWaitOvsApi(ovs_impl.OvsdbIdl):  # type: ignore[misc]
+    def create_transaction(self, check_error: bool = False, log_errors: bool = True, **kwargs: Any) -> Any:
+        return _NoWaitTransaction(self, self.ovsdb_connection, check_error=check_error, log_errors=log_errors)
 
 
 @dataclass
@@ -143,7 +163,7 @@ def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:
     idl = _NotifyingIdl(remote, helper)
     idl.watcher = watcher
     conn = connection.Connection(idl, timeout)
-    api = ovs_impl.OvsdbIdl(conn) if schema == "Open_vSwitch" else nb_impl.OvnNbApiIdlImpl(conn)
+    api = _NoWaitOvsApi(conn) if schema == "Open_vSwitch" else nb_impl.OvnNbApiIdlImpl(conn)
     return Ovsdb(api=api, watcher=watcher, conn=conn)
 
 

@@ -5,19 +5,23 @@ creates a namespace switch verifies `NB_Global.external_ids` and bumps a generat
 counter in it, so two agents (or two threads) carving at once conflict in OVSDB; ovsdbapp
 retries the loser, which then sees the winner's switch and subnet.
 
-Address allocation (default IPAM) is OVN's own: the switch has `other_config:subnet`, a
-new pod port is created with `addresses=dynamic`, ovn-northd writes `dynamic_addresses`
-(MAC + IP), and we then pin that pair as the port's static `addresses` and
-`port_security`. The port row *is* the reservation, so the address is released exactly
-when the port is deleted and cannot leak past it.
+Address allocation (default IPAM) is a transaction of our own on the NB database: it
+verifies the switch's `ports` column, picks the lowest free address of the switch's subnet
+(skipping every port's static and dynamic addresses and `exclude_ips`), and inserts the
+pod's port with that MAC + IP as `addresses` and `port_security`, in one commit. A
+concurrent writer to the same switch (another agent, on any node) makes the commit fail
+verification; ovsdbapp retries it on the fresh replica, so an address is never handed out
+twice. The port row *is* the reservation: the address is released exactly when the port
+is deleted and cannot leak past it. (OVN's own dynamic addressing, `addresses=dynamic`,
+works too but needs a round trip through ovn-northd and a second commit to pin the
+address into port_security, during which the port exists without port security.)
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from ovsdbapp.backend.ovs_idl import command
@@ -29,7 +33,6 @@ from cni.ovn import (
     K_SUBNET,
     OWNER,
     ROUTER,
-    Expectation,
     Lsp,
     Ovsdb,
     SwitchInfo,
@@ -118,6 +121,50 @@ class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
         ls.addvalue("ports", rport)
 
 
+class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
+    """Insert a port with the lowest free address of its switch's subnet (see module doc)."""
+
+    def __init__(self, api: Any, switch: str, lsp: str, external_ids: dict[str, str], mac_only: bool) -> None:
+        super().__init__(api)
+        self.switch, self.lsp, self.external_ids, self.mac_only = switch, lsp, external_ids, mac_only
+
+    def run_idl(self, txn: Any) -> None:
+        ls = next((r for r in _rows(self.api, "Logical_Switch") if r.name == self.switch), None)
+        if ls is None:
+            raise SubnetsExhausted(f"switch {self.switch} does not exist")
+        subnet = ipaddress.ip_network(ls.external_ids.get(K_SUBNET) or ls.other_config.get("subnet", ""))
+        ls.verify("ports")
+        used = _used_addresses(ls)
+        ip = next((h for h in subnet.hosts() if h not in used), None)
+        if ip is None:
+            raise SubnetsExhausted(f"no free address left in {subnet} on {self.switch}")
+        mac = router_mac(str(ip))  # 0a:58:<ip>: unique with the address
+        port = txn.insert(self.api.tables["Logical_Switch_Port"])
+        port.name, port.addresses = self.lsp, [f"{mac} {ip}"]
+        port.port_security = [mac if self.mac_only else f"{mac} {ip}"]
+        port.external_ids = self.external_ids
+        ls.addvalue("ports", port)
+        self.result = (mac, str(ip), subnet.prefixlen)
+
+
+def _used_addresses(ls: Any) -> set[ipaddress.IPv4Address]:
+    used: set[ipaddress.IPv4Address] = set()
+    for text in ls.other_config.get("exclude_ips", "").split():
+        lo, _, hi = text.partition("..")
+        first, last = ipaddress.IPv4Address(lo), ipaddress.IPv4Address(hi or lo)
+        used.update(ipaddress.IPv4Address(i) for i in range(int(first), int(last) + 1))
+    if ls.external_ids.get("prismnet.gateway"):
+        used.add(ipaddress.IPv4Address(ls.external_ids["prismnet.gateway"]))
+    for p in ls.ports:
+        for entry in [*p.addresses, *p.dynamic_addresses]:
+            for word in entry.split()[1:]:
+                try:
+                    used.add(ipaddress.IPv4Address(word))
+                except ValueError:
+                    continue
+    return used
+
+
 def _lsp(row: Any, switch: str = "") -> Lsp:
     return Lsp(
         name=row.name,
@@ -146,13 +193,13 @@ class Northbound:
         cmd = _EnsureSwitch(self._api, switch, cluster, prefix, subnet, gateway, self._owner)
         return cmd.execute(check_error=True)  # type: ignore[no-any-return]
 
-    @contextmanager
-    def expect_dynamic_address(self, lsp: str) -> Iterator[Expectation]:
-        """Register before creating the port: fires with ovn-northd's 'MAC IP' assignment."""
-        with self._db.watcher.expect(
-            "Logical_Switch_Port", lsp, lambda row: row.dynamic_addresses and row.dynamic_addresses[0]
-        ) as exp:
-            yield exp
+    def allocate_port(
+        self, switch: str, lsp: str, external_ids: Mapping[str, str], *, mac_only_security: bool = False
+    ) -> tuple[str, str, int]:
+        """Create `lsp` on `switch` with a free address of its subnet: (MAC, IP, prefix length)."""
+        ids = {OWNER: self._owner, **external_ids}
+        cmd = _AllocatePort(self._api, switch, lsp, ids, mac_only_security)
+        return cmd.execute(check_error=True)  # type: ignore[no-any-return]
 
     def add_port(
         self,
@@ -175,16 +222,6 @@ class Northbound:
                     ("external_ids", ids),
                 )
             )
-
-    def pin_addresses(self, lsp: str, mac_ips: str, port_security: str | None = None) -> None:
-        """Turn an OVN-assigned dynamic address into the port's static address and port security.
-
-        `port_security` defaults to the same MAC + IPs (pods may only send as themselves).
-        """
-        security = mac_ips if port_security is None else port_security
-        self._api.db_set(
-            "Logical_Switch_Port", lsp, ("addresses", [mac_ips]), ("port_security", [security])
-        ).execute(check_error=True)
 
     def delete_port(self, lsp: str) -> None:
         self._api.lsp_del(lsp, if_exists=True).execute(check_error=True)

@@ -47,7 +47,7 @@ def build_service(s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb) -> PodNetworkSe
         nb=nb,
         ovs_db=ovs_db,
         nb_db=nb_db,
-        ovn_ipam=OvnIpam(nb, s.cluster_network, s.subnet_prefix, s.port_up_timeout, dns, nb_db.connected),
+        ovn_ipam=OvnIpam(nb, s.cluster_network, s.subnet_prefix, dns, nb_db.connected),
         prismnet_ipam=_prismnet_factory(),
     )
     return PodNetworkService(s, adapters, node)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cni.attachment import Attachment, mac_for, parse_alias
@@ -20,7 +22,7 @@ from cni.errors import (
     PortNotReady,
 )
 from cni.ipam import OVN_IPAM_TYPES, AddressSource, Allocation, DelegatedIpam
-from cni.links import Links, NetnsGone, PodLinkConfig
+from cni.links import HostEnd, Links, NetnsGone, PodLinkConfig
 from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, Ovsdb, OvsPorts
 from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
@@ -44,38 +46,79 @@ class Adapters:
 class PodNetworkService:
     def __init__(self, settings: AgentSettings, adapters: Adapters, node: str) -> None:
         self._s, self._a, self.node = settings, adapters, node
+        # independent steps of one request (kernel vs OVSDB) overlap on this pool
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="prismnet-step")
 
     # -- ADD ---------------------------------------------------------------------------
     def add(self, req: CniRequest) -> CniResult:
+        timer = _Timer()
         att = Attachment.from_request(req, self.node)
         plog = _plog(req, att)
         source = self._source(req.netconf)
-        self._teardown(req, att, source)  # an ADD retried with the same container id starts clean
+        if self._exists(att):
+            self._teardown(req, att, source)  # an ADD retried with the same container id starts clean
+        timer.mark("prepare_ms")
         try:
-            host = self._a.links.create_veth(att.host_if, att.netns, att.ifname, req.netconf.mtu, att.alias)
-            alloc = source.allocate(req, att)
-            mac = self._ensure_port(att, alloc)
-            pod_if = PodLinkConfig(
-                ifname=att.ifname,
-                mac=mac,
-                mtu=req.netconf.mtu,
-                addresses=tuple(i.address for i in alloc.ips),
-                routes=tuple((r.dst, r.gw) for r in alloc.routes),
-            )
-            self._a.links.configure_pod(att.netns, pod_if)
-            with self._a.ovs.expect_installed(att.host_if) as installed:
-                self._a.ovs.bind(att.host_if, att.lsp, att.external_ids())
-                if not installed.wait(self._s.port_up_timeout):
-                    raise PortNotReady(
-                        f"ovn-controller did not install {att.lsp} within {self._s.port_up_timeout:.0f}s",
-                        "is ovn-controller running?",
-                    )
+            host, alloc, mac = self._wire(req, att, source, timer)
         except BaseException:
             plog.warning("ADD failed; removing what it created", exc_info=True)
             self._teardown(req, att, source)
             raise
-        plog.info("added %s on %s via %s", ",".join(i.address for i in alloc.ips), att.lsp, source.name)
+        log.info(  # not plog: a LoggerAdapter would drop the timing fields
+            "added %s on %s via %s",
+            ",".join(i.address for i in alloc.ips),
+            att.lsp,
+            source.name,
+            extra={**_context(req, att), **timer.marks, "total_ms": timer.total_ms()},
+        )
         return self._result(req, att, alloc, mac, host.mac)
+
+    def _exists(self, att: Attachment) -> bool:
+        return (
+            self._a.links.exists(att.host_if)
+            or self._a.ovs.port(att.host_if) is not None
+            or self._a.nb.port(att.lsp) is not None
+        )
+
+    def _wire(
+        self, req: CniRequest, att: Attachment, source: AddressSource, timer: _Timer
+    ) -> tuple[HostEnd, Allocation, str]:
+        # The veth (its alias) records the attachment for GC. OVN IPAM's port is its own
+        # record, so that allocation overlaps the kernel work; other sources wait for the veth.
+        alloc_f = self._pool.submit(source.allocate, req, att) if source.self_recording else None
+        try:
+            host = self._a.links.create_veth(att.host_if, att.netns, att.ifname, req.netconf.mtu, att.alias)
+        finally:
+            timer.mark("veth_ms")
+            alloc = alloc_f.result() if alloc_f else source.allocate(req, att)
+        timer.mark("ipam_ms")
+        mac = self._ensure_port(att, alloc)
+        pod_if = PodLinkConfig(
+            ifname=att.ifname,
+            mac=mac,
+            mtu=req.netconf.mtu,
+            addresses=tuple(i.address for i in alloc.ips),
+            routes=tuple((r.dst, r.gw) for r in alloc.routes),
+        )
+        with self._a.ovs.expect_installed(att.host_if) as installed:
+            bind_f = self._pool.submit(self._bind, att)
+            try:
+                self._a.links.configure_pod(att.netns, pod_if, host.peer_index)
+            finally:
+                bound_at = bind_f.result()
+            timer.mark("pod_and_bind_ms")
+            if not installed.wait(self._s.port_up_timeout):
+                raise PortNotReady(
+                    f"ovn-controller did not install {att.lsp} within {self._s.port_up_timeout:.0f}s",
+                    "is ovn-controller running?",
+                )
+            timer.mark("wait_ms")
+            timer.marks["port_up_ms"] = round((installed.fired_at - bound_at) * 1000, 2)
+        return host, alloc, mac
+
+    def _bind(self, att: Attachment) -> float:
+        self._a.ovs.bind(att.host_if, att.lsp, att.external_ids())
+        return time.perf_counter()
 
     def _ensure_port(self, att: Attachment, alloc: Allocation) -> str:
         """The pod's logical switch port, when the address source did not create it."""
@@ -121,15 +164,19 @@ class PodNetworkService:
 
     def _teardown(self, req: CniRequest, att: Attachment, source: AddressSource) -> None:
         """Remove everything of one attachment; every step succeeds when its object is gone."""
-        port = self._a.ovs.port(att.host_if)
-        lsp = port.external_ids.get(K_LSP, att.lsp) if port else att.lsp
-        if port is not None:
-            self._a.ovs.unbind(att.host_if)
-        self._a.links.delete(att.host_if)  # the pod end goes with it (or went with its netns)
-        self._a.nb.delete_port(lsp)
-        if lsp != att.lsp:
-            self._a.nb.delete_port(att.lsp)
-        source.release(req, att)
+        # the kernel deletes the pair (the pod end with it, or it went with its netns) meanwhile
+        kernel = self._pool.submit(self._a.links.delete, att.host_if)
+        try:
+            port = self._a.ovs.port(att.host_if)
+            lsp = port.external_ids.get(K_LSP, att.lsp) if port else att.lsp
+            if port is not None:
+                self._a.ovs.unbind(att.host_if)
+            self._a.nb.delete_port(lsp)
+            if lsp != att.lsp:
+                self._a.nb.delete_port(att.lsp)
+            source.release(req, att)
+        finally:
+            kernel.result()
 
     # -- CHECK -------------------------------------------------------------------------
     def check(self, req: CniRequest) -> None:
@@ -274,12 +321,32 @@ def _ipam_subnet(netconf: NetConf) -> ipaddress.IPv4Network | None:
         raise InvalidNetworkConfig(f"ipam.subnet {value!r} is not an IPv4 CIDR") from e
 
 
+class _Timer:
+    """Milliseconds per ADD phase, logged with the result (the benchmark reads port_up_ms)."""
+
+    def __init__(self) -> None:
+        self._start = self._t = time.perf_counter()
+        self.marks: dict[str, float] = {}
+
+    def total_ms(self) -> float:
+        return round((time.perf_counter() - self._start) * 1000, 2)
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.marks[name] = round((now - self._t) * 1000, 2)
+        self._t = now
+
+
 def _norm(cidr: str) -> str:
     return str(ipaddress.ip_network(cidr, strict=False))
 
 
+def _context(req: CniRequest, att: Attachment) -> dict[str, str]:
+    return {"pod": req.pod.key, "cid": att.container_id[:12], "cmd": req.command}
+
+
 def _plog(req: CniRequest, att: Attachment) -> logging.LoggerAdapter[logging.Logger]:
-    return logging.LoggerAdapter(log, {"pod": req.pod.key, "cid": att.container_id[:12], "cmd": req.command})
+    return logging.LoggerAdapter(log, _context(req, att))
 
 
 __all__ = ["K_CID", "K_IFNAME", "K_NET", "Adapters", "PodNetworkService"]

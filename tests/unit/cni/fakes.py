@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from cni.attachment import Attachment
 from cni.ipam import Allocation
-from cni.links import LinkState, NetnsGone, PodLinkConfig
+from cni.links import HostEnd, LinkState, NetnsGone, PodLinkConfig
 from cni.ovn import OvsPort
 from cni.ovn_nb import Lsp, SwitchInfo
 from cni.wire import CniRequest, IpConfig, Route
@@ -17,6 +18,7 @@ from cni.wire import CniRequest, IpConfig, Route
 class Done:
     def __init__(self, value: object) -> None:
         self.value = value
+        self.fired_at = time.perf_counter()
 
     def wait(self, timeout: float) -> object:
         return self.value
@@ -28,16 +30,18 @@ class FakeLinks:
     pods: dict[tuple[str, str], PodLinkConfig | None] = field(default_factory=dict)
     netns: set[str] = field(default_factory=set)
 
-    def create_veth(self, host_if: str, netns: str, pod_if: str, mtu: int, alias: str) -> LinkState:
+    def create_veth(self, host_if: str, netns: str, pod_if: str, mtu: int, alias: str) -> HostEnd:
         if netns not in self.netns:
             raise NetnsGone(f"network namespace {netns} does not exist")
         self.host[host_if] = alias
         self.pods[(netns, pod_if)] = None
-        return LinkState(host_if, 7, "ee:ee:ee:ee:ee:ee", mtu, True, (), (), alias)
+        return HostEnd(host_if, 7, "ee:ee:ee:ee:ee:ee", 2)
 
-    def configure_pod(self, netns: str, pod: PodLinkConfig) -> LinkState:
+    def configure_pod(self, netns: str, pod: PodLinkConfig, index: int | None = None) -> None:
         self.pods[(netns, pod.ifname)] = pod
-        return LinkState(pod.ifname, 2, pod.mac, pod.mtu, True, pod.addresses, pod.routes)
+
+    def exists(self, ifname: str) -> bool:
+        return ifname in self.host
 
     def delete(self, ifname: str) -> bool:
         return self.host.pop(ifname, None) is not None
@@ -121,6 +125,7 @@ class FakeDb:
 @dataclass
 class FakeIpam:
     name: str = "fake"
+    self_recording: bool = True
     held: dict[str, str] = field(default_factory=dict)
     next_ip: int = 10
 

@@ -1,0 +1,68 @@
+"""OVN NB IPAM across agents: independent NB connections (one per agent) allocating at once."""
+
+from __future__ import annotations
+
+import ipaddress
+from concurrent.futures import ThreadPoolExecutor
+
+from cni.ovn import connect
+from cni.ovn_nb import Northbound
+from nodeenv.node import Node
+from tests.integration.cni.conftest import Agent
+
+
+def test_four_agents_never_hand_out_one_address_twice(agent: Agent, ovn_node: Node) -> None:
+    dbs = [connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound") for _ in range(4)]
+    try:
+        nbs = [Northbound(db, owner=f"test-agent-{i}") for i, db in enumerate(dbs)]
+        cluster = ipaddress.IPv4Network("10.99.0.0/16")
+        infos = {nb.ensure_switch("k8s-twoagents", cluster, 24) for nb in nbs}
+        assert len(infos) == 1, "every agent must see one switch and one subnet"
+        subnet = ipaddress.IPv4Network(next(iter(infos)).subnet)
+
+        def allocate(i: int) -> str:
+            nb = nbs[i % 4]
+            return nb.allocate_port("k8s-twoagents", f"two-{i}", {"prismnet.namespace": "twoagents"})[1]
+
+        with ThreadPoolExecutor(16) as ex:
+            ips = list(ex.map(allocate, range(200)))
+        assert len(set(ips)) == 200
+        assert all(ipaddress.IPv4Address(ip) in subnet for ip in ips)
+        nb_addrs = agent.nbctl(
+            "--bare",
+            "--columns=addresses",
+            "find",
+            "Logical_Switch_Port",
+            "external_ids:prismnet.namespace=twoagents",
+        ).split()
+        assert sorted(a for a in nb_addrs if "." in a) == sorted(ips)
+    finally:
+        for i in range(200):
+            nbs[0].delete_port(f"two-{i}")
+        agent.nbctl("--if-exists", "ls-del", "k8s-twoagents")
+        agent.nbctl("--if-exists", "lrp-del", "rtr-k8s-twoagents")
+        for db in dbs:
+            db.stop()
+
+
+def test_concurrent_first_use_of_a_namespace_carves_one_subnet_each(agent: Agent, ovn_node: Node) -> None:
+    dbs = [connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound") for _ in range(4)]
+    names = [f"k8s-carve{i}" for i in range(6)]
+    try:
+        nbs = [Northbound(db, owner=f"test-agent-{i}") for i, db in enumerate(dbs)]
+        cluster = ipaddress.IPv4Network("10.99.0.0/16")
+        with ThreadPoolExecutor(12) as ex:
+            infos = list(ex.map(lambda i: nbs[i % 4].ensure_switch(names[i % 6], cluster, 24), range(12)))
+        by_name = {}
+        for info in infos:
+            assert by_name.setdefault(info.name, info.subnet) == info.subnet
+        subnets = [ipaddress.IPv4Network(s) for s in by_name.values()]
+        all_switches = agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch").split()
+        assert sorted(n for n in all_switches if n.startswith("k8s-carve")) == sorted(names)
+        assert len(set(subnets)) == 6
+    finally:
+        for n in names:
+            agent.nbctl("--if-exists", "ls-del", n)
+            agent.nbctl("--if-exists", "lrp-del", f"rtr-{n}")
+        for db in dbs:
+            db.stop()
