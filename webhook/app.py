@@ -112,8 +112,8 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def _base(keys: KeyStore, stats: Metrics, **kwargs: int) -> web.Application:
-    app = web.Application(**kwargs)
+def _base(keys: KeyStore, stats: Metrics, client_max_size: int = 1024**2) -> web.Application:
+    app = web.Application(client_max_size=client_max_size)
     app[KEYSTORE], app[METRICS] = keys, stats
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -122,7 +122,7 @@ def issue_leaf(
         builder = builder.add_extension(
             x509.SubjectAlternativeName([_san(n) for n in server_names]), critical=False
         )
-    return builder.sign(ca_key, hashes.SHA256()), key  # type: ignore[arg-type]
+    return builder.sign(ca_key, hashes.SHA256()), key
 
 
 def write_pair(out: Path, stem: str, cert: x509.Certificate, key: PrivateKey) -> tuple[Path, Path]:

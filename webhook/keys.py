@@ -48,8 +48,10 @@ class VerificationKey:
     family: Family
     key: bytes | PublicKey
     kid: str | None
-    """None: the key matches tokens with any kid (PEM files, JWKs without kid)."""
+    """The JWK kid; for PEM files the RFC 7638 thumbprint (what `mint` puts in tokens)."""
     source: str
+    any_kid: bool = False
+    """Also tried for tokens naming another kid (PEM files, HMAC secrets, JWKs without kid)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,9 @@ class KeySet:
 
     def __bool__(self) -> bool:
         return bool(self.keys)
+
+    def has_kid(self, kid: str) -> bool:
+        return any(k.kid == kid for k in self.keys)
 
     def candidates(self, alg: str, kid: str | None) -> list[VerificationKey]:
         family = ALG_FAMILY.get(alg)
@@ -123,7 +128,8 @@ def parse_jwks(doc: Any, source: str) -> list[VerificationKey]:
             continue
         try:
             parsed = jwt.PyJWK(jwk).key
-            out.append(VerificationKey(family_of(parsed), parsed, _kid(jwk.get("kid")), source))
+            kid = _kid(jwk.get("kid"))
+            out.append(VerificationKey(family_of(parsed), parsed, kid, source, any_kid=kid is None))
         except (jwt.PyJWKError, jwt.InvalidKeyError, KeyLoadError, ValueError, TypeError) as e:
             log.warning("skipping key %d of %s: %s", i, source, e)
     return out
@@ -147,7 +153,7 @@ def parse_pem(data: bytes, source: str) -> list[VerificationKey]:
             key = load_pem_public_key(block)
         else:
             raise KeyLoadError(f"{source}: PEM block {label.decode()} is not a public key or certificate")
-        out.append(VerificationKey(family_of(key), key, None, source))
+        out.append(VerificationKey(family_of(key), key, thumbprint(key), source, any_kid=True))
     if not out:
         raise KeyLoadError(f"{source}: no PEM public key found")
     return out
@@ -166,7 +172,7 @@ def parse_hmac_secret(data: bytes, source: str) -> VerificationKey:
     secret = data.strip()
     if secret.startswith((b"-----BEGIN", b"ssh-", b"{")):
         raise KeyLoadError(f"{source}: looks like a public key, not an HMAC shared secret")
-    return VerificationKey(family_of(secret), secret, None, source)
+    return VerificationKey(family_of(secret), secret, None, source, any_kid=True)
 
 
 class FileKeys:

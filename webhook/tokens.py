@@ -101,7 +101,10 @@ class TokenValidator:
         candidates = keys.candidates(alg, kid)
         if not candidates:
             raise UnknownSigningKey(kid)
-        self._verify(self._algorithms[alg], f"{head}.{body}".encode(), _b64(sig), candidates)
+        if not self._verify(self._algorithms[alg], f"{head}.{body}".encode(), _b64(sig), candidates):
+            if kid is not None and not keys.has_kid(kid):
+                raise UnknownSigningKey(kid)  # only kid-agnostic keys tried: a JWKS refetch may know it
+            raise TokenRejected("invalid signature")
         claims = _json_object(body)
         self._check_claims(claims)
         return VerifiedToken(claims, _audiences(claims["aud"]), float(claims["exp"]))
@@ -117,14 +120,14 @@ class TokenValidator:
         return alg, kid
 
     @staticmethod
-    def _verify(algorithm: Algorithm, signed: bytes, sig: bytes, candidates: list[VerificationKey]) -> None:
+    def _verify(algorithm: Algorithm, signed: bytes, sig: bytes, candidates: list[VerificationKey]) -> bool:
         for key in candidates[:MAX_CANDIDATE_KEYS]:
             try:
-                if algorithm.verify(signed, algorithm.prepare_key(key.key), sig):  # type: ignore[arg-type]
-                    return
+                if algorithm.verify(signed, algorithm.prepare_key(key.key), sig):
+                    return True
             except (jwt.InvalidKeyError, ValueError, TypeError):
                 continue
-        raise TokenRejected("invalid signature")
+        return False
 
     def _check_claims(self, claims: dict[str, Any]) -> None:
         for name in self.policy.required_claims:

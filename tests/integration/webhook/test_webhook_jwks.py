@@ -135,3 +135,14 @@ async def test_hs256_confusion_against_jwks_rsa_key(pki: Pki) -> None:
     async with issuer("RS256") as iss, harness(pki, **jwks_settings(iss)) as h:
         code, doc, _ = await h.review(hs256_with_public_key(claims(), signing_key("RS256")))
         assert (code, doc["status"]) == (200, {"authenticated": False, "error": "unknown signing key"})
+
+
+async def test_file_keys_do_not_hide_a_new_jwks_kid(pki: Pki) -> None:
+    """A PEM key of the same family is tried first; its failure must still lead to a refetch."""
+    pem = tuple(p for p in pki.key_files if p.name.startswith("ES256"))
+    async with issuer("RS256") as iss, harness(pki, **{**jwks_settings(iss), "key_files": pem}) as h:
+        _, doc, _ = await h.review(sign(claims(), signing_key("ES256")))
+        assert doc["status"]["authenticated"]  # the PEM key
+        iss.doc = jwks_doc(signing_key("RS256"), signing_key("ES256", 3))
+        _, doc, _ = await h.review(sign(claims(), signing_key("ES256", 3)))
+        assert doc["status"]["authenticated"] and iss.hits == 2

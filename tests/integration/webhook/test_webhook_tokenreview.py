@@ -137,8 +137,9 @@ FORGERIES: dict[str, tuple[Callable[[], str], str]] = {
     ),
     "too-long": (lambda: "x" * 20000, "token too long"),
     "garbage": (lambda: "this is no JWT \u00e9\u00e9", "malformed token"),
-    # PEM keys carry no kid, so they are tried whatever the token's kid says (JWKS: see test_webhook_jwks).
-    "unknown-kid": (lambda: sign(claims(), signing_key("ES256", 5)), "invalid signature"),
+    # PEM keys carry no kid: they are tried whatever the token's kid says, and when none verifies
+    # the kid is reported unknown (with a JWKS source that triggers a refetch: test_webhook_jwks).
+    "unknown-kid": (lambda: sign(claims(), signing_key("ES256", 5)), "unknown signing key"),
 }
 
 

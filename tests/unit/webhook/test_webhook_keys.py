@@ -32,7 +32,7 @@ from webhook.keys import (
 def test_each_key_type_gets_its_family() -> None:
     for alg, family in (("RS256", "RSA"), ("ES256", "EC-P256"), ("EdDSA", "Ed25519")):
         (key,) = parse_key_file(signing_key(alg).public_pem, "t")
-        assert key.family == family and key.kid is None
+        assert key.family == family and key.kid == signing_key(alg).kid and key.any_kid
 
 
 def test_weak_and_unsupported_keys_are_refused() -> None:
