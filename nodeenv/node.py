@@ -104,11 +104,19 @@ class Node:
                 write_env_file(self.env_file.with_suffix(".partial"), self.endpoints)
         except BaseException:
             log.error("node-up failed; stopping what was started")
+            self.report_logs()
             self.down()
             raise
         write_env_file(self.env_file, self.endpoints)
         self.env_file.with_suffix(".partial").unlink(missing_ok=True)
         return self.endpoints
+
+    def report_logs(self, lines: int = 15) -> None:
+        """Log the tail of every daemon log in the run dir (it is removed by down())."""
+        for logfile in sorted(self.run_dir.rglob("*.log")):
+            tail = logfile.read_text(errors="replace").splitlines()[-lines:]
+            if tail:
+                log.error("last lines of %s:\n  %s", logfile.relative_to(self.run_dir), "\n  ".join(tail))
 
     def down(self) -> list[str]:
         if self.env_file.exists():
