@@ -68,7 +68,3 @@ class Reviewer:
         if self.cache is not None:
             self.cache.put(key, identity, verified.expires_at)
         return identity
-
-
-def rejected(e: UnknownSigningKey) -> TokenReviewStatus:
-    return TokenReviewStatus.rejected(e.reason)

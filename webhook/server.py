@@ -15,6 +15,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 from aiohttp import web
@@ -51,6 +52,12 @@ async def _poll_certs(certs: CertReloader, every: float) -> None:
     while True:
         await asyncio.sleep(every)
         certs.reload_if_changed()
+
+
+def _write_port_file(path: Path, handle: Running) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"https": handle.https_port, "health": handle.health_port}))
+    tmp.replace(path)
 
 
 def build_keystore(s: ServeSettings, session: aiohttp.ClientSession | None) -> KeyStore:
@@ -98,9 +105,7 @@ async def running(s: ServeSettings) -> AsyncIterator[Running]:
         stack.callback(poller.cancel)
         handle = Running(_bound_port(runner), health_port, keys, cache, reviewer, stats, certs)
         if s.port_file is not None:
-            tmp = s.port_file.with_name(s.port_file.name + ".tmp")
-            tmp.write_text(json.dumps({"https": handle.https_port, "health": health_port}))
-            tmp.replace(s.port_file)
+            _write_port_file(s.port_file, handle)
         log.info(
             "serving TokenReviews on https://%s:%d (health port %s), %d keys",
             s.host,
