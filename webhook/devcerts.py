@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import os
 import time
 import uuid
@@ -139,20 +140,27 @@ def _write_secret(path: Path, data: bytes) -> None:
 
 
 def kubeconfig(server: str, ca: Path, client_cert: Path, client_key: Path) -> str:
-    """The --authentication-token-webhook-config-file, in the spec's layout."""
+    """The --authentication-token-webhook-config-file, in the spec's layout.
+
+    Values are JSON strings, which YAML reads as double-quoted scalars whatever they contain.
+    """
+
+    def q(value: object) -> str:
+        return json.dumps(str(value))
+
     return (
         "apiVersion: v1\n"
         "kind: Config\n"
         "clusters:\n"
         "- name: iam-webhook\n"
         "  cluster:\n"
-        f'    server: "{server}"\n'
-        f'    certificate-authority: "{ca}"\n'
+        f"    server: {q(server)}\n"
+        f"    certificate-authority: {q(ca)}\n"
         "users:\n"
         "- name: k8s-apiserver\n"
         "  user:\n"
-        f'    client-certificate: "{client_cert}"\n'
-        f'    client-key: "{client_key}"\n'
+        f"    client-certificate: {q(client_cert)}\n"
+        f"    client-key: {q(client_key)}\n"
         "current-context: webhook\n"
         "contexts:\n"
         "- context:\n"

@@ -174,3 +174,23 @@ def test_gen_dev_pki_and_mint(tmp_path: Path) -> None:
     assert decoded["principal_type"] == "service_account" and decoded["roles"] == ["a", "b"]
     key, alg = devcerts.load_signing_key(paths["signing_key"])
     assert alg == "ES256" and jwt.get_unverified_header(token)["kid"] == thumbprint(key.public_key())
+
+
+def test_kubeconfig_is_the_spec_layout_and_valid_yaml(tmp_path: Path) -> None:
+    import yaml  # PyYAML: a dependency of kubernetes-asyncio
+    odd = tmp_path / 'we"ird dir'
+    text = devcerts.kubeconfig("https://h:1/p", odd / "ca.crt", odd / "c.crt", odd / "c.key")
+    doc = yaml.safe_load(text)
+    assert doc["current-context"] == "webhook"
+    assert doc["clusters"][0] == {
+        "name": "iam-webhook",
+        "cluster": {"server": "https://h:1/p", "certificate-authority": str(odd / "ca.crt")},
+    }
+    assert doc["users"][0]["user"] == {
+        "client-certificate": str(odd / "c.crt"),
+        "client-key": str(odd / "c.key"),
+    }
+    assert doc["contexts"][0] == {
+        "name": "webhook",
+        "context": {"cluster": "iam-webhook", "user": "k8s-apiserver"},
+    }
