@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from nodeenv.daemons import DaemonError, run_checked, start_detaching, wait_for
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
 SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
+# The userspace datapath's own tap device: a machine-wide name, so one ovs-vswitchd per machine.
+USERSPACE_DATAPATH_DEV = "ovs-netdev"
 REQUIRED_TOOLS = (
     "ovsdb-server",
     "ovsdb-tool",
@@ -54,6 +57,8 @@ class OvnStack:
                 f"run left it behind (then: ip link del {bridge})"
             )
         ovs_dir = node.path("ovs", "x").parent
+        if not Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
+            (ovs_dir / "datapath-created").touch()
         env = {**node.process_env(), **self._rundirs(ovs_dir)}
         sock = {db: ovs_dir / f"{db}.sock" for db in ("ovs", "nb", "sb")}
         for db, schema in (("ovs", OVS_SCHEMA), ("nb", NB_SCHEMA), ("sb", SB_SCHEMA)):
@@ -128,6 +133,7 @@ class OvnStack:
             env,
         )
         (ovs_dir / "bridge-created").write_text(bridge)
+        _wait_for_bridge(bridge, ovs_dir / "ovs-vswitchd.log")
         # ovn-controller has no --unixctl in OVN 23.03; OVN_RUNDIR places its control socket.
         start_detaching(
             "ovn-controller",
@@ -162,6 +168,9 @@ class OvnStack:
         bridge = marker.read_text()
         if Path(f"/sys/class/net/{bridge}").exists():
             subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        # The userspace datapath's tap is persistent; remove it only if this node-up made it.
+        if (node.run_dir / "ovs" / "datapath-created").exists():
+            subprocess.run(["ip", "link", "del", USERSPACE_DATAPATH_DEV], capture_output=True)
 
     @staticmethod
     def _rundirs(ovs_dir: Path) -> dict[str, str]:
@@ -174,6 +183,22 @@ class OvnStack:
             "OVN_LOGDIR": d,
             "OVN_DBDIR": d,
         }
+
+
+def _wait_for_bridge(bridge: str, vswitchd_log: Path, timeout: float = 10.0) -> None:
+    """ovs-vswitchd creates the bridge's tap asynchronously; fail clearly when it cannot."""
+    deadline = time.monotonic() + timeout
+    while not Path(f"/sys/class/net/{bridge}").exists():
+        text = vswitchd_log.read_text(errors="replace") if vswitchd_log.exists() else ""
+        if f"{USERSPACE_DATAPATH_DEV}: creating tap device failed: Device or resource busy" in text:
+            raise DaemonError(
+                "another ovs-vswitchd with the userspace datapath runs on this machine and holds "
+                f"{USERSPACE_DATAPATH_DEV}; only one can: stop it first (make node-down, or the test "
+                "session that started it)"
+            )
+        if time.monotonic() > deadline:
+            raise DaemonError(f"ovs-vswitchd did not create {bridge}; see {vswitchd_log}")
+        time.sleep(0.02)
 
 
 def _quiet(argv: list[str]) -> str:

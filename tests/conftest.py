@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nodeenv.daemons import is_alive
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_stack import OvnStack, missing_prerequisites
 
@@ -42,7 +43,9 @@ def short_tmp() -> Iterator[Path]:
 def ovn_node(short_tmp: Path) -> Iterator[Node]:
     """A private OVS + OVN node environment (bridge `br-k8stest`), shared by a test session.
 
-    It uses its own run dir and bridge, so it never collides with `make node-up`.
+    It has its own run dir and bridge. The userspace datapath allows one ovs-vswitchd per
+    machine, so while `make node-up` (or another test session) runs, this fails with a clear
+    message instead of half-starting.
     """
     require_ovn()
     settings = NodeSettings(
@@ -53,7 +56,14 @@ def ovn_node(short_tmp: Path) -> Iterator[Node]:
     )
     node = Node(settings, [OvnStack()])
     node.up()
+    records = node.daemons.load()
     try:
         yield node
     finally:
         node.down()
+        # `make node-down` must leave nothing behind: checked at the end of every session.
+        left = [r.name for r in records if is_alive(r)]
+        left += [settings.bridge] if Path(f"/sys/class/net/{settings.bridge}").exists() else []
+        left += [str(settings.run_dir)] if settings.run_dir.exists() else []
+        if left:
+            pytest.fail(f"node environment teardown left behind: {', '.join(left)}")

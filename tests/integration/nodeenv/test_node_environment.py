@@ -1,15 +1,15 @@
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
-from nodeenv.daemons import is_alive
+import pytest
+
+from nodeenv.daemons import DaemonError, is_alive
 from nodeenv.node import Node, NodeSettings, read_env_file
 from nodeenv.ovn_stack import OvnStack
 from nodeenv.scenario import Scenario
 from nodeenv.scenarios import ovn_alive
-from tests.conftest import require_ovn
 
 
 def test_node_env_file_names_every_endpoint(ovn_node: Node) -> None:
@@ -34,16 +34,18 @@ def test_two_namespaces_ping_through_an_ovn_switch(ovn_node: Node) -> None:
     ]
 
 
-def test_up_twice_is_harmless_and_down_leaves_nothing(short_tmp: Path) -> None:
-    require_ovn()
-    settings = NodeSettings(run_dir=short_tmp / "updown", bridge=f"br-u{os.getpid()}", system_id="updown")
-    node = Node(settings, [OvnStack()])
-    first = node.up()
-    records = node.daemons.load()
+def test_up_again_is_harmless(ovn_node: Node) -> None:
+    records = ovn_node.daemons.load()
     assert len(records) == 6 and all(is_alive(r) for r in records)
-    assert Node(settings, [OvnStack()]).up() == first  # a second up changes nothing
-    assert [r.pid for r in node.daemons.load()] == [r.pid for r in records]
-    node.down()
-    assert not any(is_alive(r) for r in records)
-    assert not Path(f"/sys/class/net/{settings.bridge}").exists()
-    assert not settings.run_dir.exists()
+    assert Path(f"/sys/class/net/{ovn_node.settings.bridge}").exists()
+    again = Node(ovn_node.settings, [OvnStack()])
+    assert again.up() == read_env_file(ovn_node.env_file)
+    assert [r.pid for r in again.daemons.load()] == [r.pid for r in records]
+
+
+def test_second_environment_on_one_machine_is_refused_clearly(ovn_node: Node, short_tmp: Path) -> None:
+    other = Node(NodeSettings(run_dir=short_tmp / "other", bridge="br-k8sother"), [OvnStack()])
+    with pytest.raises(DaemonError, match="only one can"):
+        other.up()
+    assert not other.run_dir.exists(), "a refused node-up must leave nothing behind"
+    assert all(is_alive(r) for r in ovn_node.daemons.load()), "the running environment was disturbed"
