@@ -46,14 +46,16 @@ ARGS = "IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME={}"
 
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] if s else float("nan")
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))] if s else float("nan")
 
 
 def fmt(values: list[float]) -> str:
     if not values:
         return "n/a"
-    return (f"median {statistics.median(values):7.1f} ms  p95 {pct(values, 95):7.1f} ms  "
-            f"p99 {pct(values, 99):7.1f} ms  (n={len(values)})")
+    return (
+        f"median {statistics.median(values):7.1f} ms  p95 {pct(values, 95):7.1f} ms  "
+        f"p99 {pct(values, 99):7.1f} ms  (n={len(values)})"
+    )
 
 
 @dataclass
@@ -116,7 +118,10 @@ def _setns(fd: int) -> None:
 
 
 def icmp_socket(netns: str) -> socket.socket:
-    own, target = os.open("/proc/thread-self/ns/net", os.O_RDONLY), os.open(f"/run/netns/{netns}", os.O_RDONLY)
+    own, target = (
+        os.open("/proc/thread-self/ns/net", os.O_RDONLY),
+        os.open(f"/run/netns/{netns}", os.O_RDONLY),
+    )
     try:
         _setns(target)
         try:
@@ -140,7 +145,9 @@ def ping_until(sock: socket.socket, dst: str, timeout: float = 5.0) -> bool:
     while time.monotonic() < deadline:
         seq += 1
         hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
-        sock.sendto(struct.pack("!BBHHH", 8, 0, _checksum(hdr + b"prismnet"), ident, seq) + b"prismnet", (dst, 0))
+        sock.sendto(
+            struct.pack("!BBHHH", 8, 0, _checksum(hdr + b"prismnet"), ident, seq) + b"prismnet", (dst, 0)
+        )
         end = time.monotonic() + 0.01
         while time.monotonic() < end:
             try:
@@ -177,15 +184,31 @@ def ours_invariants(node: Node) -> Callable[[set[str]], list[str]]:
     e = node.endpoints
 
     def check(live: set[str]) -> list[str]:
-        nb = ["ovn-nbctl", f"--db={e['OVN_NB_DB']}", "--bare", "--columns=external_ids,addresses", "find",
-              "Logical_Switch_Port", "external_ids:prismnet.network=prismnet"]
+        nb = [
+            "ovn-nbctl",
+            f"--db={e['OVN_NB_DB']}",
+            "--bare",
+            "--columns=external_ids,addresses",
+            "find",
+            "Logical_Switch_Port",
+            "external_ids:prismnet.network=prismnet",
+        ]
         rows = subprocess.run(nb, capture_output=True, text=True, check=True).stdout.strip().split("\n\n")
         nb_cids, ips = set(), []
         for row in filter(None, rows):
             nb_cids |= {w.split("=", 1)[1] for w in row.split() if w.startswith("prismnet.container-id=")}
             ips += [w for w in row.split() if w.count(".") == 3 and "=" not in w]
-        ovs = _lines(["ovs-vsctl", f"--db={e['OVS_DB']}", "--bare", "--columns=external_ids", "find", "Interface",
-                      "external_ids:prismnet.network=prismnet"])
+        ovs = _lines(
+            [
+                "ovs-vsctl",
+                f"--db={e['OVS_DB']}",
+                "--bare",
+                "--columns=external_ids",
+                "find",
+                "Interface",
+                "external_ids:prismnet.network=prismnet",
+            ]
+        )
         ovs_cids = {w.split("=", 1)[1] for w in ovs if w.startswith("prismnet.container-id=")}
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         k_cids = {w.split("/")[1] for w in links.split() if w.startswith("prismnet:prismnet/")}
@@ -196,18 +219,28 @@ def ours_invariants(node: Node) -> Callable[[set[str]], list[str]]:
 
 def ref_invariants(data_dir: Path) -> Callable[[set[str]], list[str]]:
     def check(live: set[str]) -> list[str]:
-        held = [p for p in (data_dir / "refbench").glob("*") if p.name[0].isdigit()] if data_dir.exists() else []
+        held = (
+            [p for p in (data_dir / "refbench").glob("*") if p.name[0].isdigit()] if data_dir.exists() else []
+        )
         owners = {p.read_text().split()[0] for p in held}
-        veths = subprocess.run(["ip", "-o", "link", "show", "master", REF_BRIDGE], capture_output=True, text=True)
+        veths = subprocess.run(
+            ["ip", "-o", "link", "show", "master", REF_BRIDGE], capture_output=True, text=True
+        )
         n_veth = len(veths.stdout.splitlines())
         problems = _compare({"host-local": owners}, live, [p.name for p in held])
-        return problems + ([f"{n_veth} veths on {REF_BRIDGE}, {len(live)} pods"] if n_veth != len(live) else [])
+        return problems + (
+            [f"{n_veth} veths on {REF_BRIDGE}, {len(live)} pods"] if n_veth != len(live) else []
+        )
 
     return check
 
 
 def _compare(sources: dict[str, set[str]], live: set[str], ips: list[str]) -> list[str]:
-    out = [f"{k}: leaked {sorted(v - live)[:3]} missing {sorted(live - v)[:3]}" for k, v in sources.items() if v != live]
+    out = [
+        f"{k}: leaked {sorted(v - live)[:3]} missing {sorted(live - v)[:3]}"
+        for k, v in sources.items()
+        if v != live
+    ]
     if len(ips) != len(set(ips)):
         out.append(f"duplicate IPs: {sorted({i for i in ips if ips.count(i) > 1})}")
     return out
@@ -215,8 +248,9 @@ def _compare(sources: dict[str, set[str]], live: set[str], ips: list[str]) -> li
 
 @contextmanager
 def bench_node(tmp: Path) -> Iterator[Node]:
-    settings = NodeSettings(run_dir=tmp / "node", bridge="br-cnibench", system_id="cni-bench",
-                            install_root=tmp / "root")
+    settings = NodeSettings(
+        run_dir=tmp / "node", bridge="br-cnibench", system_id="cni-bench", install_root=tmp / "root"
+    )
     node = Node(settings, [OvnStack(), CniComponent(cluster_cidr=CLUSTER)])
     node.up()
     try:
@@ -224,6 +258,9 @@ def bench_node(tmp: Path) -> Iterator[Node]:
     finally:
         node.down()
         subprocess.run(["ip", "link", "del", REF_BRIDGE], capture_output=True)
+        for name in os.listdir("/run/netns") if os.path.isdir("/run/netns") else []:
+            if name.startswith(f"cnib-{os.getpid()}-"):  # pods of an interrupted run
+                subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def port_up_from_log(node: Node) -> list[float]:
@@ -238,14 +275,35 @@ def plugins(node: Node, tmp: Path) -> tuple[Plugin, Plugin]:
     e = node.endpoints
     ours_conf = json.loads(Path(e["PRISMNET_CNI_CONFLIST"]).read_text())
     ours_conf["plugins"] = ours_conf["plugins"][:1]
-    ours = Plugin("prismnet", CniRuntime(ours_conf, [str(Path(e["PRISMNET_CNI_BIN"]).parent)],
-                                         {"PRISMNET_AGENT_SOCKET": e["PRISMNET_AGENT_SOCKET"]}),
-                  ours_invariants(node), "")
-    ref_conf = {"cniVersion": "1.0.0", "name": "refbench", "plugins": [{
-        "type": "bridge", "bridge": REF_BRIDGE, "isGateway": True, "mtu": 1400,
-        "ipam": {"type": "host-local", "subnet": REF_SUBNET, "dataDir": str(tmp / "hl")}}]}
-    ref = Plugin("bridge+host-local", CniRuntime(ref_conf, ["/usr/lib/cni"], {}), ref_invariants(tmp / "hl"),
-                 "10.94.0.1")
+    ours = Plugin(
+        "prismnet",
+        CniRuntime(
+            ours_conf,
+            [str(Path(e["PRISMNET_CNI_BIN"]).parent)],
+            {"PRISMNET_AGENT_SOCKET": e["PRISMNET_AGENT_SOCKET"]},
+        ),
+        ours_invariants(node),
+        "",
+    )
+    ref_conf = {
+        "cniVersion": "1.0.0",
+        "name": "refbench",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": REF_BRIDGE,
+                "isGateway": True,
+                "mtu": 1400,
+                "ipam": {"type": "host-local", "subnet": REF_SUBNET, "dataDir": str(tmp / "hl")},
+            }
+        ],
+    }
+    ref = Plugin(
+        "bridge+host-local",
+        CniRuntime(ref_conf, ["/usr/lib/cni"], {}),
+        ref_invariants(tmp / "hl"),
+        "10.94.0.1",
+    )
     return ours, ref
 
 
@@ -256,7 +314,7 @@ def report(plugin: Plugin, label: str, phase: dict[str, list[float] | float]) ->
     if label.startswith("concurrency"):
         print(f"    throughput {phase['pods_per_s']:.1f} pods/s")
     problems = plugin.invariants(set(plugin.live))
-    print(f"    invariants: {'OK (nothing leaked or duplicated)' if not problems else problems}")
+    print(f"    invariants: {problems if problems else 'OK (nothing leaked or duplicated)'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -280,11 +338,143 @@ def main(argv: list[str] | None = None) -> None:
         for p in (ref, ours):
             ready = network_ready(p, args.ready)
             print(f"  {p.name:18s} network ready (ADD start -> ICMP reply from gateway): {fmt(ready)}")
-        print(f"  {'prismnet':18s} port-up wait (bind -> ovn-installed seen), all ADDs: {fmt(port_up_from_log(node))}")
+        port_up = fmt(port_up_from_log(node))
+        print(f"  {'prismnet':18s} port-up wait (bind committed -> ovn-installed seen), all ADDs: {port_up}")
         if args.faults:
-            from bench.bench_cni_faults_run import fault_run  # noqa: PLC0415
-
             fault_run(node, ours, args.faults)
+
+
+class FaultRun:
+    """Random ADD/DEL traffic at concurrency 32 with faults; what a kubelet would do on errors."""
+
+    def __init__(self, node: Node, plugin: Plugin, seed: int = 7) -> None:
+        self.node, self.p, self.rng = node, plugin, random.Random(seed)
+        self.lock, self.restart_lock = threading.Lock(), threading.Lock()
+        self.live: dict[str, str] = {}  # cid -> netns (ADD succeeded, not deleted)
+        self.gone: list[tuple[str, str]] = []
+        self.counts: dict[str, int] = {}
+        self.unexpected: list[str] = []
+
+    def _count(self, what: str) -> None:
+        with self.lock:
+            self.counts[what] = self.counts.get(what, 0) + 1
+
+    def _call(self, fn: Callable[[], object]) -> object:
+        """Retry while the agent is away (code 11), as kubelet does; anything else is recorded."""
+        for _ in range(200):
+            call = fn()
+            if call.rc == 0 or call.out.get("code") != 11:  # type: ignore[attr-defined]
+                return call
+            self._count("retried: agent unreachable")
+            time.sleep(0.1)
+        return call
+
+    def op(self, _: int) -> None:
+        r = self.rng.random()
+        with self.lock:
+            live = list(self.live.items())
+            gone = self.gone[-50:]
+        if r < 0.004:
+            return self.kill_agent()
+        if r < 0.45 or not live:
+            return self.add()
+        cid, netns = self.rng.choice(live)
+        if r < 0.75:
+            return self.delete(cid, netns, "DEL", remove_netns_first=False)
+        if r < 0.85:
+            return self.delete(cid, netns, "DEL after netns deleted", remove_netns_first=True)
+        if r < 0.92:
+            return self.retry_add(cid, netns)
+        if r < 0.96 and gone:
+            c, n = self.rng.choice(gone)
+            return self._expect_ok(
+                "double DEL",
+                lambda: self.p.runtime.delete(c, f"/run/netns/{n}", None, args=ARGS.format(c[:12])),
+            )
+        c = f"never{self.rng.getrandbits(48):x}" + "0" * 8
+        return self._expect_ok(
+            "DEL without ADD", lambda: self.p.runtime.delete(c, "", None, args=ARGS.format(c[:12]))
+        )
+
+    def _expect_ok(self, what: str, fn: Callable[[], object]) -> None:
+        call = self._call(fn)
+        self._count(what)
+        if call.rc:  # type: ignore[attr-defined]
+            self.unexpected.append(f"{what}: {call.out}")  # type: ignore[attr-defined]
+
+    def add(self) -> None:
+        with self.lock:
+            netns, cid = self.p.new_pod()
+        call = self._call(lambda: self.p.runtime.add(cid, f"/run/netns/{netns}", args=ARGS.format(cid[:12])))
+        self._count("ADD")
+        if call.rc == 0:  # type: ignore[attr-defined]
+            with self.lock:
+                self.live[cid] = netns
+            return
+        self._count("ADD failed (then DEL)")
+        self._expect_ok(
+            "DEL after failed ADD",
+            lambda: self.p.runtime.delete(cid, f"/run/netns/{netns}", None, args=ARGS.format(cid[:12])),
+        )
+        subprocess.run(["ip", "netns", "del", netns], check=False)
+
+    def retry_add(self, cid: str, netns: str) -> None:
+        with self.lock:
+            if self.live.get(cid) != netns:
+                return
+            del self.live[cid]  # no concurrent DEL of it meanwhile
+        self._expect_ok(
+            "ADD retried, same container id",
+            lambda: self.p.runtime.add(cid, f"/run/netns/{netns}", args=ARGS.format(cid[:12])),
+        )
+        with self.lock:
+            self.live[cid] = netns
+
+    def delete(self, cid: str, netns: str, what: str, remove_netns_first: bool) -> None:
+        with self.lock:
+            if self.live.pop(cid, None) is None:
+                return
+        if remove_netns_first:
+            subprocess.run(["ip", "netns", "del", netns], check=False)
+        self._expect_ok(
+            what, lambda: self.p.runtime.delete(cid, f"/run/netns/{netns}", None, args=ARGS.format(cid[:12]))
+        )
+        subprocess.run(["ip", "netns", "del", netns], check=False, capture_output=True)
+        with self.lock:
+            self.gone.append((cid, netns))
+
+    def kill_agent(self) -> None:
+        if not self.restart_lock.acquire(blocking=False):
+            return
+        try:
+            for rec in self.node.daemons.load():
+                if rec.name == "prismnet-agent":
+                    os.kill(rec.pid, 9)
+                    stop(rec, timeout=5)
+            self.node.endpoints.update(
+                next(c for c in self.node.components if isinstance(c, CniComponent)).start(self.node)
+            )
+            self._count("agent killed mid-flight")
+        finally:
+            self.restart_lock.release()
+
+    def finish(self) -> list[str]:
+        for cid, netns in list(self.live.items()):
+            self.delete(cid, netns, "final DEL", remove_netns_first=False)
+        return self.p.invariants(set())
+
+
+def fault_run(node: Node, plugin: Plugin, n: int) -> None:
+    run = FaultRun(node, plugin)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(32) as ex:
+        list(ex.map(run.op, range(n)))
+    problems = run.finish()
+    print(f"  fault injection: {n} operations at concurrency 32 in {time.perf_counter() - t0:.0f} s")
+    for what, k in sorted(run.counts.items()):
+        print(f"    {what:36s} {k}")
+    print(f"    unexpected failures: {len(run.unexpected)} {run.unexpected[:3]}")
+    print(f"    invariants after final DELs: {problems if problems else 'OK (nothing leaked or duplicated)'}")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,8 @@ def ensure_management_port(
         links.configure_host_port(
             s.management_if, mac, s.mtu, f"{ip}/{plen}", ((s.cluster_cidr, info.gateway),)
         )
-        if not installed.wait(s.port_up_timeout):
+        already = (p := ovs.port(s.management_if)) is not None and p.installed  # agent restart
+        if not already and not installed.wait(s.port_up_timeout):
             raise RuntimeError(f"ovn-controller did not install the management port {lsp}")
     port = ManagementPort(s.management_if, lsp, f"{ip}/{plen}", info.gateway)
     if s.masquerade:

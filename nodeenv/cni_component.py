@@ -50,9 +50,12 @@ class CniComponent:
         exe = root / "opt" / "cni" / "bin" / "prismnet"
         conflist = root / "etc" / "cni" / "net.d" / "10-prismnet.conflist"
         installed = node.path("prismnet", "installed.json")
+        before = json.loads(installed.read_text()) if installed.exists() else []  # a restart
         created = [str(p) for p in (exe, conflist) if not p.exists()]
         created += [str(d) for d in _missing_dirs(exe.parent) + _missing_dirs(conflist.parent)]
-        installed.write_text(json.dumps(created))  # files first, then directories deepest first
+        merged = [p for p in before if p not in created] + created
+        # removal order: deepest first, so a directory comes after what it contains
+        installed.write_text(json.dumps(sorted(merged, key=lambda p: -len(Path(p).parts))))
         exe.parent.mkdir(parents=True, exist_ok=True)
         exe.write_text(launcher_script(sys.executable, str(REPO)))
         exe.chmod(0o755)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
+import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+from nodeenv.daemons import is_alive
 from tests.integration.cni.conftest import Agent, Pods, pod_ip
 
 
@@ -155,3 +159,46 @@ def test_status_and_metrics(agent: Agent, pods: Pods) -> None:
     assert 'prismnet_cni_requests_total{command="ADD",result="ok"}' in text
     assert 'prismnet_cni_request_seconds_bucket{command="ADD"' in text
     assert 'prismnet_ips_in_use{namespace="metrics"} 1.0' in text
+
+
+def test_sigterm_lets_in_flight_requests_finish(agent: Agent, pods: Pods, tmp_path) -> None:
+    slow = tmp_path / "bin" / "slow-ipam"
+    slow.parent.mkdir()
+    slow.write_text("#!/bin/sh\nsleep 1\nexec /usr/lib/cni/host-local\n")
+    slow.chmod(0o755)
+    conflist = {
+        **agent.conflist,
+        "plugins": [
+            {
+                **agent.conflist["plugins"][0],
+                "ipam": {"type": "slow-ipam", "subnet": "10.96.7.0/24", "dataDir": str(tmp_path / "hl")},
+            }
+        ],
+    }
+    rt = agent.runtime(conflist)
+    rt.cni_path.insert(0, str(slow.parent))
+    _, path = pods.netns()
+    cid = f"term{os.getpid()}" + "0" * 16
+    args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=term;K8S_POD_NAME=t"
+    result: list[object] = []
+    t = threading.Thread(target=lambda: result.append(rt.add(cid, path, args=args)))
+    t.start()
+    log = Path(agent.node.run_dir / "prismnet" / "agent.log")
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-f", str(slow)], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline, "the ADD never reached the IPAM plugin"
+        time.sleep(0.01)
+    (rec,) = [r for r in agent.node.daemons.load() if r.name == "prismnet-agent"]
+    os.kill(rec.pid, signal.SIGTERM)
+    t.join(30)
+    call = result[0]
+    try:
+        assert call.rc == 0, call.out  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 10
+        while is_alive(rec):
+            assert time.monotonic() < deadline, "agent did not exit after SIGTERM"
+            time.sleep(0.02)
+        assert "prismnet-agent stopped" in log.read_text()
+    finally:
+        agent.restart()
+        rt.delete(cid, path, call.out, args=args)  # type: ignore[attr-defined]
