@@ -46,8 +46,10 @@ async def authenticate(request: web.Request) -> web.Response:
         req = TokenReview.from_json(body)
         status = await _decide(app[REVIEWER], app[KEYSTORE], req)
     except WebhookError as e:
-        app[METRICS].observe(_RESULT_OF_ERROR.get(type(e), "error"), time.perf_counter() - t0)
-        log.warning("review not decided: %s", e.message, extra={"status": e.http_status})
+        outcome = _RESULT_OF_ERROR.get(type(e), "error")
+        app[METRICS].observe(outcome, time.perf_counter() - t0)
+        extra = {"result": outcome, "reason": e.message, "status": e.http_status}
+        log.warning("review not decided: %s", e.message, extra=extra)
         return _error(e.http_status, e.reason, e.message, e.headers())
     except Exception:
         app[METRICS].observe("error", time.perf_counter() - t0)
