@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
@@ -70,6 +71,8 @@ def _prismnet_factory():  # type: ignore[no-untyped-def]
 
 
 async def run(s: AgentSettings) -> int:
+    # CNI requests run in threads (asyncio.to_thread); the default pool is cpu+4 threads
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(64, thread_name_prefix="cni-req"))
     ovs_db = await asyncio.to_thread(connect, s.ovs_db, "Open_vSwitch")
     nb_db = await asyncio.to_thread(connect, s.ovn_nb_db, "OVN_Northbound")
     service = await asyncio.to_thread(build_service, s, ovs_db, nb_db)

@@ -158,12 +158,18 @@ class PodNetworkService:
 
     # -- DEL ---------------------------------------------------------------------------
     def delete(self, req: CniRequest) -> None:
+        timer = _Timer()
         att = Attachment.from_request(req, self.node)
-        self._teardown(req, att, self._source(req.netconf))
-        _plog(req, att).info("deleted %s", att.lsp)
+        self._teardown(req, att, self._source(req.netconf), timer)
+        log.info(
+            "deleted %s", att.lsp, extra={**_context(req, att), **timer.marks, "total_ms": timer.total_ms()}
+        )
 
-    def _teardown(self, req: CniRequest, att: Attachment, source: AddressSource) -> None:
+    def _teardown(
+        self, req: CniRequest, att: Attachment, source: AddressSource, timer: _Timer | None = None
+    ) -> None:
         """Remove everything of one attachment; every step succeeds when its object is gone."""
+        timer = timer or _Timer()
         # the kernel deletes the pair (the pod end with it, or it went with its netns) meanwhile
         kernel = self._pool.submit(self._a.links.delete, att.host_if)
         try:
@@ -175,8 +181,10 @@ class PodNetworkService:
             if lsp != att.lsp:
                 self._a.nb.delete_port(att.lsp)
             source.release(req, att)
+            timer.mark("ovsdb_ipam_ms")
         finally:
             kernel.result()
+            timer.mark("kernel_extra_ms")
 
     # -- CHECK -------------------------------------------------------------------------
     def check(self, req: CniRequest) -> None:
