@@ -220,3 +220,13 @@ async def test_wrong_method_and_path(webhook: Harness) -> None:
         assert r.status == 405
     async with webhook.session.post(webhook.url + "x", data=b"{}") as r:
         assert r.status == 404
+
+
+async def test_rejection_in_v1beta1(webhook: Harness) -> None:
+    code, doc, _ = await webhook.review("garbage", V1BETA1)
+    assert code == 200
+    assert doc == {
+        "apiVersion": V1BETA1,
+        "kind": "TokenReview",
+        "status": {"authenticated": False, "error": "malformed token"},
+    }
