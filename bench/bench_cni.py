@@ -369,7 +369,13 @@ class FaultRun:
             time.sleep(0.1)
         return call
 
-    def op(self, _: int) -> None:
+    def op(self, i: int) -> None:
+        try:
+            self._op()
+        except Exception as e:  # recorded and reported, the run goes on
+            self.unexpected.append(f"op {i}: {type(e).__name__}: {e}")
+
+    def _op(self) -> None:
         r = self.rng.random()
         with self.lock:
             live = list(self.live.items())

@@ -57,10 +57,9 @@ class CniComponent:
         # removal order: deepest first, so a directory comes after what it contains
         installed.write_text(json.dumps(sorted(merged, key=lambda p: -len(Path(p).parts))))
         exe.parent.mkdir(parents=True, exist_ok=True)
-        exe.write_text(launcher_script(sys.executable, str(REPO)))
-        exe.chmod(0o755)
+        _atomic_write(exe, launcher_script(sys.executable, str(REPO)), 0o755)  # kubelet may be running it
         conflist.parent.mkdir(parents=True, exist_ok=True)
-        conflist.write_text(json.dumps(default_conflist(s), indent=2) + "\n")
+        _atomic_write(conflist, json.dumps(default_conflist(s), indent=2) + "\n", 0o644)
         argv = [
             sys.executable,
             "-m",
@@ -126,6 +125,13 @@ def default_conflist(s: AgentSettings) -> dict[str, object]:
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ],
     }
+
+
+def _atomic_write(path: Path, text: str, mode: int) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    tmp.replace(path)
 
 
 def _missing_dirs(path: Path) -> list[Path]:
