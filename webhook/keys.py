@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from webhook.errors import KeysUnavailable
+from webhook.filestamp import Stamp, file_stamp
 
 log = logging.getLogger(__name__)
 
@@ -180,22 +181,12 @@ class FileKeys:
 
     def __init__(self, key_files: Sequence[Path], hmac_files: Sequence[Path] = ()) -> None:
         self._files = [(p, False) for p in key_files] + [(p, True) for p in hmac_files]
-        self._stamp: tuple[tuple[int, int, int], ...] | None = None
+        self._stamp: Stamp | None = None
         self.keys: tuple[VerificationKey, ...] = ()
         self.loaded_at: float | None = None
 
-    def _stat(self) -> tuple[tuple[int, int, int], ...]:
-        out = []
-        for path, _ in self._files:
-            try:
-                st = path.stat()
-                out.append((st.st_ino, st.st_mtime_ns, st.st_size))
-            except OSError:
-                out.append((0, 0, 0))
-        return tuple(out)
-
     def reload_if_changed(self) -> bool:
-        stamp = self._stat()
+        stamp = file_stamp(p for p, _ in self._files)
         if stamp == self._stamp:
             return False
         self._stamp = stamp

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from webhook.filestamp import file_stamp
+
 log = logging.getLogger(__name__)
 
 
@@ -38,21 +40,14 @@ class CertReloader:
 
     def __init__(self, ctx: ssl.SSLContext, files: TlsFiles) -> None:
         self.ctx, self.files = ctx, files
-        self._stamp = self._stat()
+        self._stamp = file_stamp(self._paths())
         self.reloads = 0
 
-    def _stat(self) -> tuple[tuple[int, int], ...]:
-        out = []
-        for p in (self.files.cert, self.files.key, self.files.client_ca):
-            try:
-                st = p.stat()
-                out.append((st.st_mtime_ns, st.st_size))
-            except OSError:
-                out.append((0, 0))
-        return tuple(out)
+    def _paths(self) -> tuple[Path, ...]:
+        return (self.files.cert, self.files.key, self.files.client_ca)
 
     def reload_if_changed(self) -> bool:
-        stamp = self._stat()
+        stamp = file_stamp(self._paths())
         if stamp == self._stamp:
             return False
         self._stamp = stamp
