@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyroute2 import IPRoute
-from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2 import IPRoute  # type: ignore[import-untyped]
+from pyroute2.netlink.exceptions import NetlinkError  # type: ignore[import-untyped]
 
 from cni import netlink
 from cni.errors import CniError, ContainerUnknown
@@ -129,7 +129,14 @@ def _ethtool(sock: socket.socket, ifname: str, cmd: int, data: int) -> int:
 
 
 class Links:
-    """Host and pod side of pod interfaces."""
+    """Host and pod side of pod interfaces.
+
+    `tx_checksum_off`: turn TX checksum offload off on both veth ends, which the userspace
+    datapath needs (TCP through it silently stalls otherwise); the kernel datapath does not.
+    """
+
+    def __init__(self, tx_checksum_off: bool = True) -> None:
+        self.tx_checksum_off = tx_checksum_off
 
     def create_veth(self, host_if: str, netns: str, pod_if: str, mtu: int, alias: str) -> HostEnd:
         """Create the pair with the pod end directly in `netns`; the host end is up, tagged with `alias`.
@@ -145,20 +152,21 @@ class Links:
                     host.add_veth(host_if, pod_if, fd, mtu)
                 except netlink.NetlinkError as e:
                     if e.errno != errno.EEXIST:
-                        raise CniError(f"cannot create {pod_if} in {netns}", e.strerror) from e
+                        raise CniError(f"cannot create {pod_if} in {netns}", e.strerror or "") from e
                     host.delete_link(host_if)  # leftover of a crashed ADD (or the pod end exists)
                     try:
                         host.add_veth(host_if, pod_if, fd, mtu)
                     except netlink.NetlinkError as e2:
-                        raise CniError(f"cannot create {pod_if} in {netns}", e2.strerror) from e2
+                        raise CniError(f"cannot create {pod_if} in {netns}", e2.strerror or "") from e2
                 link = host.get_link(host_if)
                 if link is None:
                     raise CniError(f"{host_if} vanished right after its creation")
                 host.set_link(link.index, alias=ALIAS_PREFIX + alias)
         finally:
             os.close(fd)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            set_tx_checksum(s, host_if, False)
+        if self.tx_checksum_off:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                set_tx_checksum(s, host_if, False)
         return HostEnd(host_if, link.index, link.mac, link.peer_index)
 
     def configure_pod(self, netns: str, pod: PodLinkConfig, index: int | None = None) -> None:
@@ -169,7 +177,8 @@ class Links:
                 if link is None:
                     raise CniError(f"{pod.ifname} is missing in {netns}")
                 index = link.index
-            set_tx_checksum(sock, pod.ifname, False)
+            if self.tx_checksum_off:
+                set_tx_checksum(sock, pod.ifname, False)
             rtnl.set_link(index, up=True, mac=pod.mac, mtu=pod.mtu)
             rtnl.set_link(1, up=True)  # lo is always index 1 in a network namespace
             for cidr in pod.addresses:

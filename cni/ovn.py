@@ -24,9 +24,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ovsdbapp.backend.ovs_idl import command, connection, idlutils, transaction
-from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl
-from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl
+from ovsdbapp.backend.ovs_idl import (  # type: ignore[import-untyped]
+    command,
+    connection,
+    idlutils,
+    transaction,
+)
+from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl  # type: ignore[import-untyped]
+from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +97,9 @@ class Watcher:
                     self._waits.pop(key, None)
 
     def notify(self, table: str, row: Any) -> None:
-        key = (table, getattr(row, "name", None))
+        key = (table, str(getattr(row, "name", "")))
         with self._lock:
-            waits = list(self._waits.get(key, ()))  # type: ignore[call-overload]
+            waits = list(self._waits.get(key, ()))
         for exp in waits:
             if exp.event.is_set():
                 continue
@@ -196,6 +201,13 @@ class OvsPorts:
 
     def __init__(self, db: Ovsdb, bridge: str) -> None:
         self._db, self._api, self._bridge = db, db.api, bridge
+
+    def userspace_datapath(self) -> bool:
+        """True when the bridge runs the userspace (netdev) datapath."""
+        types = self._read(
+            lambda api: [r.datapath_type for r in _rows(api, "Bridge") if r.name == self._bridge]
+        )
+        return bool(types) and types[0] == "netdev"
 
     def system_id(self) -> str:
         rows = self._read(lambda api: [dict(r.external_ids) for r in _rows(api, "Open_vSwitch")])

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from ovsdbapp.backend.ovs_idl import command
+from ovsdbapp.backend.ovs_idl import command  # type: ignore[import-untyped]
 
 from cni.ovn import (
     K_GEN,

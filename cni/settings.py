@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 ENV_PREFIX = "PRISMNET_"
 
@@ -88,7 +88,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "wires pods into OVN. Every flag falls back to the environment variable shown.",
     )
     d = AgentSettings()
-    types = {int: int, float: float, bool: _bool, Path: Path, str: str}
+    types: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool, Path: Path, str: str}
     for f in fields(AgentSettings):
         default = getattr(d, f.name)
         var = ENV_PREFIX + f.name.upper()

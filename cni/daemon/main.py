@@ -21,7 +21,7 @@ from aiohttp import web
 from cni.daemon.metrics import Metrics
 from cni.daemon.server import CniServer, serve_unix
 from cni.daemon.service import Adapters, PodNetworkService
-from cni.ipam import OvnIpam
+from cni.ipam import AddressSource, OvnIpam
 from cni.links import Links
 from cni.management import ensure_management_port
 from cni.ovn import Ovsdb, OvsPorts, connect
@@ -43,7 +43,7 @@ def build_service(s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb) -> PodNetworkSe
         search=tuple(x for x in s.dns_search.split(",") if x),
     )
     adapters = Adapters(
-        links=Links(),
+        links=Links(tx_checksum_off=ovs.userspace_datapath()),
         ovs=ovs,
         nb=nb,
         ovs_db=ovs_db,
@@ -54,7 +54,7 @@ def build_service(s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb) -> PodNetworkSe
     return PodNetworkService(s, adapters, node)
 
 
-def _prismnet_factory():  # type: ignore[no-untyped-def]
+def _prismnet_factory() -> Callable[[str], AddressSource] | None:
     try:
         from cni.ipam_prismnet import PrismnetIpam
     except ImportError:  # stubs not generated: the agent still serves OVN and delegated IPAM

@@ -18,6 +18,7 @@ from cni.errors import (
     CheckFailed,
     ContainerUnknown,
     InvalidNetworkConfig,
+    IpamFailure,
     PluginNotAvailable,
     PortNotReady,
 )
@@ -125,6 +126,8 @@ class PodNetworkService:
         if alloc.port_created:
             return alloc.mac
         first = ipaddress.ip_interface(alloc.ips[0].address)
+        if not isinstance(first, ipaddress.IPv4Interface):
+            raise IpamFailure(f"{first} is not IPv4; PrismNET pod networks are IPv4")
         mac = alloc.mac or mac_for(str(first.ip))
         self._a.nb.ensure_switch(
             att.switch,
@@ -209,7 +212,7 @@ class PodNetworkService:
             problems.append(f"{att.ifname} MTU is {pod.mtu}, prevResult says {want.mtu}")
         if not pod.up:
             problems.append(f"{att.ifname} is down")
-        if pod.tx_checksum:
+        if pod.tx_checksum and self._a.links.tx_checksum_off:
             problems.append(f"{att.ifname} has TX checksum offload on")
         idx = prev.interfaces.index(want)
         for ip in prev.ips:

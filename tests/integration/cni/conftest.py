@@ -82,11 +82,18 @@ def agent(ovn_node: Node) -> Iterator[Agent]:
     conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
     conflist["plugins"] = conflist["plugins"][:1]  # portmap is chained in its own test
     ag = Agent(ovn_node, component, env, conflist)
+    settings = component.settings(ovn_node)
     try:
         yield ag
     finally:
         ag.stop()
         component.cleanup(ovn_node)
+        left = [p for p in (env["PRISMNET_CNI_BIN"], env["PRISMNET_CNI_CONFLIST"]) if Path(p).exists()]
+        left += [settings.management_if] if Path(f"/sys/class/net/{settings.management_if}").exists() else []
+        nat = subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True).stdout
+        left += ["masquerade rule"] if f"prismnet:{settings.management_if}" in nat else []
+        if left:
+            pytest.fail(f"the CNI component's cleanup left behind: {', '.join(left)}")
 
 
 @dataclass

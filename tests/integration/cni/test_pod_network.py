@@ -19,6 +19,12 @@ def test_add_check_del_round_trip(agent: Agent, pods: Pods) -> None:
     info = json.loads(addr.stdout)[0]
     assert info["mtu"] == 1400 and info["address"] == ifaces[1]["mac"]
     assert ip in [a["local"] for a in info["addr_info"]]
+    # the userspace datapath needs TX checksum offload off on both ends
+    pod_k = subprocess.run(
+        ["ip", "netns", "exec", name, "ethtool", "-k", "eth0"], capture_output=True, text=True
+    )
+    host_k = subprocess.run(["ethtool", "-k", ifaces[0]["name"]], capture_output=True, text=True)
+    assert "tx-checksumming: off" in pod_k.stdout and "tx-checksumming: off" in host_k.stdout
     lsp = f"web-1-{cid}"
     assert ip in agent.nbctl("lsp-get-addresses", lsp)
     assert "k8s-rt" in agent.nbctl("lsp-get-ls", lsp)

@@ -29,6 +29,7 @@ class FakeLinks:
     host: dict[str, str] = field(default_factory=dict)  # name -> alias
     pods: dict[tuple[str, str], PodLinkConfig | None] = field(default_factory=dict)
     netns: set[str] = field(default_factory=set)
+    tx_checksum_off: bool = True
 
     def create_veth(self, host_if: str, netns: str, pod_if: str, mtu: int, alias: str) -> HostEnd:
         if netns not in self.netns:

@@ -61,3 +61,18 @@ def test_watcher_fires_on_matching_update_only() -> None:
         ).start()
         assert exp.wait(5) is True
     assert w._waits == {}
+
+
+def test_agent_help_names_every_flag_and_its_env_var() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "cni.daemon.main", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for flag, var in (
+        ("--socket", "PRISMNET_SOCKET"),
+        ("--ovn-nb-db", "PRISMNET_OVN_NB_DB"),
+        ("--port-up-timeout", "PRISMNET_PORT_UP_TIMEOUT"),
+        ("--metrics-address", "PRISMNET_METRICS_ADDRESS"),
+    ):
+        assert flag in out.stdout and var in out.stdout
