@@ -7,6 +7,7 @@ Work runs in threads (`asyncio.to_thread`), one request per container id at a ti
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -126,10 +127,18 @@ class CniServer:
         elif req.command == "CHECK":
             await self._locks.run(key, lambda: svc.check(req))
         elif req.command == "GC":
-            await self._locks.run("\0gc", lambda: svc.gc(req))
+            await self._gc(req)
         elif req.command == "STATUS":
             await asyncio.to_thread(svc.status, req)
         return ""
+
+    async def _gc(self, req: CniRequest) -> None:
+        """GC one stale attachment at a time under its container's lock (never under an ADD)."""
+        svc = self._service
+        for att in await asyncio.to_thread(svc.stale_attachments, req):
+            await self._locks.run(
+                f"{att.container_id}/{att.ifname}", functools.partial(svc.remove_stale, req, att)
+            )
 
 
 async def serve_unix(app: web.Application, path: Path) -> web.AppRunner:

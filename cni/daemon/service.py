@@ -247,7 +247,17 @@ class PodNetworkService:
 
     # -- GC ----------------------------------------------------------------------------
     def gc(self, req: CniRequest) -> list[tuple[str, str]]:
-        """Remove every attachment of this network on this node that is not in the valid list."""
+        """Remove every attachment of this network on this node that is not in the valid list.
+
+        The agent's edge does the same step by step, each removal under its container's lock.
+        """
+        stale = self.stale_attachments(req)
+        for att in stale:
+            self.remove_stale(req, att)
+        return [a.key for a in stale]
+
+    def stale_attachments(self, req: CniRequest) -> list[Attachment]:
+        """Attachments of this network on this node (OVS ports, NB ports, veth aliases) not listed valid."""
         valid = req.netconf.valid_attachments or frozenset()
         net = req.netconf.name
         stale: dict[tuple[str, str], Attachment] = {}
@@ -274,11 +284,11 @@ class PodNetworkService:
                         node=self.node,
                     ),
                 )
-        source = self._source(req.netconf)
-        for key, att in sorted(stale.items()):
-            self._teardown(req, att, source)
-            log.info("gc removed attachment %s/%s", *key, extra={"cid": key[0][:12]})
-        return sorted(stale)
+        return [stale[k] for k in sorted(stale)]
+
+    def remove_stale(self, req: CniRequest, att: Attachment) -> None:
+        self._teardown(req, att, self._source(req.netconf))
+        log.info("gc removed attachment %s/%s", *att.key, extra={"cid": att.container_id[:12]})
 
     # -- STATUS ------------------------------------------------------------------------
     def status(self, req: CniRequest) -> None:

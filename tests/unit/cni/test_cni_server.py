@@ -10,6 +10,7 @@ import time
 import pytest
 from aiohttp.test_utils import TestClient
 
+from cni.attachment import Attachment
 from cni.daemon.metrics import Metrics
 from cni.daemon.server import CniServer, KeyedLocks
 from cni.errors import InvalidNetworkConfig
@@ -32,6 +33,7 @@ class FakeService:
         self.max_same = 0
         self.overlap_other = False
         self.lock = threading.Lock()
+        self.removed_during_add: bool | None = None
 
     def add(self, req: CniRequest) -> CniResult:
         with self.lock:
@@ -49,8 +51,22 @@ class FakeService:
     def check(self, req: CniRequest) -> None:
         raise RuntimeError("secret internal detail")
 
-    def gc(self, req: CniRequest) -> list[tuple[str, str]]:
-        return []
+    def stale_attachments(self, req: CniRequest) -> list[Attachment]:
+        return [
+            Attachment(
+                container_id="a",
+                ifname="eth0",
+                network="prismnet",
+                namespace="x",
+                pod="p",
+                netns="",
+                node="n",
+            )
+        ]
+
+    def remove_stale(self, req: CniRequest, att: Attachment) -> None:
+        with self.lock:
+            self.removed_during_add = self.active.get(att.container_id, 0) > 0
 
     def status(self, req: CniRequest) -> None:
         return None
@@ -110,3 +126,14 @@ async def test_metrics_app_serves_health_and_metrics(aiohttp_client) -> None:
     assert (await cl.get("/readyz")).status == 503
     text = await (await cl.get("/metrics")).text()
     assert 'prismnet_ips_in_use{namespace="team-a"} 3.0' in text
+
+
+async def test_gc_never_removes_an_attachment_while_its_add_runs(client) -> None:
+    cl, svc, _ = client
+    gc_env = {"CNI_COMMAND": "GC"}
+    gc_conf = json.dumps({"cniVersion": "1.1.0", "name": "prismnet", "type": "prismnet"}).encode()
+    add = asyncio.create_task(cl.post("/cni", data=frame(env("ADD", "a"))))
+    await asyncio.sleep(0.01)
+    resp = await cl.post("/cni", data=frame(gc_env, gc_conf))
+    await add
+    assert resp.status == 200 and svc.removed_during_add is False
