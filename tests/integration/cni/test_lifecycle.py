@@ -115,8 +115,10 @@ def test_agent_killed_mid_adds_then_gc_leaves_nothing(agent: Agent, pods: Pods) 
     threads = [threading.Thread(target=add, args=(i,)) for i in range(12)]
     for t in threads:
         t.start()
-    while not done:
-        pass
+    deadline = time.monotonic() + 60
+    while not done:  # kill the agent once some ADDs completed and others are in flight
+        assert time.monotonic() < deadline, "no ADD completed"
+        time.sleep(0.002)
     agent.kill()
     for t in threads:
         t.join()
