@@ -46,6 +46,27 @@ class CniComponent:
 
     def start(self, node: Node) -> dict[str, str]:
         s = self.settings(node)
+        exe, conflist = self._install(node, s)
+        argv = [sys.executable, "-m", "cni.daemon.main", "--socket", str(s.socket), "--ovs-db", s.ovs_db,
+                "--ovn-nb-db", s.ovn_nb_db, "--bridge", s.bridge, "--cluster-cidr", s.cluster_cidr,
+                "--metrics-address", s.metrics_address]  # fmt: skip
+        env = {**node.process_env(), "PYTHONPATH": str(REPO)}
+        s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
+        log = node.path("prismnet", "agent.log")
+        _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons)
+        wait_for(
+            lambda: _listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
+        )
+        return {
+            "PRISMNET_AGENT_SOCKET": str(s.socket),
+            "PRISMNET_CNI_BIN": str(exe),
+            "PRISMNET_CNI_CONFLIST": str(conflist),
+            "PRISMNET_METRICS": f"http://{s.metrics_address}/metrics",
+            "PRISMNET_CLUSTER_CIDR": s.cluster_cidr,
+        }
+
+    def _install(self, node: Node, s: AgentSettings) -> tuple[Path, Path]:
+        """The executable and conflist under install_root; what did not exist is recorded for cleanup."""
         root = node.settings.install_root
         exe = root / "opt" / "cni" / "bin" / "prismnet"
         conflist = root / "etc" / "cni" / "net.d" / "10-prismnet.conflist"
@@ -60,38 +81,7 @@ class CniComponent:
         _atomic_write(exe, launcher_script(sys.executable, str(REPO)), 0o755)  # kubelet may be running it
         conflist.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(conflist, json.dumps(default_conflist(s), indent=2) + "\n", 0o644)
-        argv = [
-            sys.executable,
-            "-m",
-            "cni.daemon.main",
-            "--socket",
-            str(s.socket),
-            "--ovs-db",
-            s.ovs_db,
-            "--ovn-nb-db",
-            s.ovn_nb_db,
-            "--bridge",
-            s.bridge,
-            "--cluster-cidr",
-            s.cluster_cidr,
-            "--metrics-address",
-            s.metrics_address,
-        ]
-        env = {**node.process_env(), "PYTHONPATH": str(REPO)}
-        s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
-        _, proc = start_foreground(
-            "prismnet-agent", argv, node.path("prismnet", "agent.log"), env, node.daemons
-        )
-        wait_for(
-            lambda: _listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
-        )
-        return {
-            "PRISMNET_AGENT_SOCKET": str(s.socket),
-            "PRISMNET_CNI_BIN": str(exe),
-            "PRISMNET_CNI_CONFLIST": str(conflist),
-            "PRISMNET_METRICS": f"http://{s.metrics_address}/metrics",
-            "PRISMNET_CLUSTER_CIDR": s.cluster_cidr,
-        }
+        return exe, conflist
 
     def cleanup(self, node: Node) -> None:
         installed = node.run_dir / "prismnet" / "installed.json"

@@ -42,21 +42,25 @@ def run(scn: Scenario) -> None:
         node_ip = _node_address(env)
         _ping(PODS[2][0], node_ip)
     with scn.step("cni: DEL removes the pods' ports"):
-        for name, ns in PODS:
-            call = rt.delete(_cid(name), f"/run/netns/{name}", results.pop(name), args=_args(name, ns))
-            if call.rc:
-                raise RuntimeError(f"DEL {name}: {call.out}")
-        nbctl = [
-            "ovn-nbctl",
-            f"--db={env['OVN_NB_DB']}",
-            "--bare",
-            "--columns=name",
-            "list",
-            "Logical_Switch_Port",
-        ]
-        left = [p for p in run_checked(nbctl).split() if "sbx-cni" in p]
-        if left:
-            raise RuntimeError(f"ports left behind: {left}")
+        _delete_all(rt, results, env)
+
+
+def _delete_all(rt: CniRuntime, results: dict[str, dict[str, object]], env: dict[str, str]) -> None:
+    for name, ns in PODS:
+        call = rt.delete(_cid(name), f"/run/netns/{name}", results.pop(name), args=_args(name, ns))
+        if call.rc:
+            raise RuntimeError(f"DEL {name}: {call.out}")
+    nbctl = [
+        "ovn-nbctl",
+        f"--db={env['OVN_NB_DB']}",
+        "--bare",
+        "--columns=name",
+        "list",
+        "Logical_Switch_Port",
+    ]
+    left = [p for p in run_checked(nbctl).split() if "sbx-cni" in p]
+    if left:
+        raise RuntimeError(f"ports left behind: {left}")
 
 
 def _cid(name: str) -> str:
