@@ -56,12 +56,12 @@ def test_delegated_host_local_ipam(agent: Agent, pods: Pods, tmp_path: Path) -> 
     assert {p.name for p in (tmp_path / "prismnet").iterdir() if p.name[0].isdigit()} == set()
 
 
-def _node_ip() -> str:
-    out = subprocess.run(
-        ["ip", "-4", "route", "get", "1.1.1.1"], capture_output=True, text=True
-    ).stdout.split()
-    assert "src" in out, "the node needs a global IPv4 address with a default route"
-    return out[out.index("src") + 1]
+def _node_ip(agent: Agent) -> str:
+    """A local address of the node (its management port's): hostPort DNAT applies to any."""
+    dev = agent.component.settings(agent.node).management_if
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", dev], capture_output=True, text=True)
+    words = out.stdout.split()
+    return words[words.index("inet") + 1].split("/")[0]
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_portmap_chained_after_prismnet(
             stderr=subprocess.DEVNULL,
         )
     )
-    assert "hello from the pod" in _fetch(f"http://{_node_ip()}:18089/")
+    assert "hello from the pod" in _fetch(f"http://{_node_ip(agent)}:18089/")
     # our CHECK against the chain's final result (Debian's portmap 1.1.1 CHECK itself fails on a
     # missing ipv6 chain whatever the first plugin is, so only ours is asserted)
     env = {
