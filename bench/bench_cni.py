@@ -264,6 +264,69 @@ def bench_node(tmp: Path) -> Iterator[Node]:
                 subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
+class InstalledMonitor(threading.Thread):
+    """An independent OVSDB monitor (raw JSON-RPC, no ovsdbapp) noting when each Interface gets
+    external_ids:ovn-installed=true, on CLOCK_MONOTONIC like the agent's own timestamps.
+
+    ovsdb-server pushes an update to every monitoring client when ovn-controller commits the
+    key, so (agent saw it) - (this client saw it) is the agent's detection lag; a poller's would
+    be up to its polling interval."""
+
+    def __init__(self, remote: str) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(remote.removeprefix("unix:"))
+        self.seen: dict[str, float] = {}
+        request = {
+            "method": "monitor",
+            "id": 1,
+            "params": ["Open_vSwitch", None, {"Interface": {"columns": ["name", "external_ids"]}}],
+        }
+        self.sock.sendall(json.dumps(request).encode())
+
+    def run(self) -> None:
+        buf, dec = "", json.JSONDecoder()
+        while chunk := self._recv():
+            buf += chunk
+            while buf.strip():
+                try:
+                    msg, end = dec.raw_decode(buf.lstrip())
+                except ValueError:
+                    break
+                buf = buf.lstrip()[end:]
+                self._handle(msg, time.monotonic())
+
+    def _recv(self) -> str:
+        try:
+            return self.sock.recv(1 << 20).decode()
+        except OSError:
+            return ""
+
+    def _handle(self, msg: dict[str, object], now: float) -> None:
+        if msg.get("method") == "echo":
+            self.sock.sendall(json.dumps({"id": msg["id"], "result": msg["params"], "error": None}).encode())
+        if msg.get("method") != "update":
+            return
+        for row in (msg["params"][1].get("Interface") or {}).values():  # type: ignore[index]
+            new = row.get("new") or {}
+            ids = dict(new.get("external_ids", ["map", []])[1])
+            if ids.get("ovn-installed") == "true" and new.get("name") not in self.seen:
+                self.seen[new["name"]] = now
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def detection_lag(node: Node, monitor: InstalledMonitor) -> list[float]:
+    out = []
+    for line in (node.run_dir / "prismnet" / "agent.log").read_text().splitlines():
+        if '"installed_seen_at"' in line:
+            rec = json.loads(line)
+            if rec.get("host_if") in monitor.seen:
+                out.append((float(rec["installed_seen_at"]) - monitor.seen[rec["host_if"]]) * 1000)
+    return out
+
+
 def port_up_from_log(node: Node) -> list[float]:
     out = []
     for line in (node.run_dir / "prismnet" / "agent.log").read_text().splitlines():
@@ -345,8 +408,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     with tempfile.TemporaryDirectory(prefix="cnib-", dir="/tmp") as d, bench_node(Path(d)) as node:
         ours, ref = plugins(node, Path(d))
+        monitor = InstalledMonitor(node.endpoints["OVS_DB"])
+        monitor.start()
         if not args.faults_only:
             latency_runs(node, ours, ref, args)
+            lag = fmt(detection_lag(node, monitor))
+            print(f"  {'prismnet':18s} ovn-installed seen: agent minus an independent OVSDB monitor: {lag}")
+        monitor.close()
         if args.faults:
             fault_run(node, ours, args.faults)
 
