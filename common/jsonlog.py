@@ -12,22 +12,32 @@ from typing import Any
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
-class JsonFormatter(logging.Formatter):
-    """Hot path: the webhook logs one line per review, so this stays cheap (~5 us)."""
-
-    _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+class UtcClock:
+    """ISO-8601 UTC timestamps with milliseconds; strftime once per second, not per line."""
 
     def __init__(self) -> None:
-        super().__init__()
         self._second = -1
         self._stamp = ""
 
-    def format(self, record: logging.LogRecord) -> str:
-        second = int(record.created)
-        if second != self._second:  # strftime once per second, not per line
+    def stamp(self, created: float) -> str:
+        second = int(created)
+        if second != self._second:
             self._second, self._stamp = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._stamp}.{int((created - second) * 1000):03d}Z"
+
+
+encode_json_line = json.JSONEncoder(separators=(",", ":"), default=str).encode
+"""The one encoder of log lines: compact, and anything JSON cannot encode becomes str()."""
+
+
+class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self._clock = UtcClock()
+
+    def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": f"{self._stamp}.{int(record.msecs):03d}Z",
+            "ts": self._clock.stamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -37,7 +47,7 @@ class JsonFormatter(logging.Formatter):
                 out[key] = value
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return self._encode(out)
+        return encode_json_line(out)
 
 
 def setup_logging(level: str = "info", *, json_format: bool = True) -> None:

@@ -20,6 +20,7 @@ from webhook.errors import BadRequest, Forbidden, KeysUnavailable, UnknownSignin
 from webhook.keys import KeyStore
 from webhook.metrics import Metrics
 from webhook.review import Reviewer
+from webhook.reviewlog import ReviewLog
 from webhook.settings import PATH
 from webhook.tls import peer_common_name
 from webhook.wire import TokenReview, TokenReviewStatus, review_reply, status_reply
@@ -32,6 +33,7 @@ KEYSTORE: web.AppKey[KeyStore] = web.AppKey("keystore", KeyStore)
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 CLIENT_CN: web.AppKey[str | None] = web.AppKey("client_cn", str)
 MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
+REVIEW_LOG: web.AppKey[ReviewLog] = web.AppKey("review_log", ReviewLog)
 
 
 async def authenticate(request: web.Request) -> web.Response:
@@ -58,17 +60,13 @@ async def authenticate(request: web.Request) -> web.Response:
     result = "authenticated" if status.authenticated else "rejected"
     app[METRICS].observe(result, time.perf_counter() - t0)
     user = status.user
-    log.info(
-        "review %s",
+    app[REVIEW_LOG].record(
         result,
-        extra={
-            "user": user.username if user else None,
-            "groups": len(user.groups) if user else 0,
-            "result": result,
-            "reason": status.error or None,
-            "cached": app[REVIEWER].last_cache_hit,
-            "api_version": req.api_version,
-        },
+        user=user.username if user else None,
+        groups=len(user.groups) if user else 0,
+        reason=status.error or None,
+        cached=app[REVIEWER].last_cache_hit,
+        api_version=req.api_version,
     )
     return web.Response(body=review_reply(req.api_version, status), content_type="application/json")
 
@@ -124,10 +122,17 @@ def _base(keys: KeyStore, stats: Metrics, client_max_size: int = 1024**2) -> web
 
 
 def make_app(
-    reviewer: Reviewer, keys: KeyStore, stats: Metrics, *, max_body: int, client_cn: str | None = None
+    reviewer: Reviewer,
+    keys: KeyStore,
+    stats: Metrics,
+    *,
+    max_body: int,
+    client_cn: str | None = None,
+    review_log: ReviewLog | None = None,
 ) -> web.Application:
     app = _base(keys, stats, client_max_size=max_body)
     app[REVIEWER], app[CLIENT_CN], app[MAX_BODY] = reviewer, client_cn, max_body
+    app[REVIEW_LOG] = review_log if review_log is not None else ReviewLog()
     app.router.add_post(PATH, authenticate)
     return app
 

@@ -26,6 +26,8 @@ from webhook.keys import FileKeys, JwksKeys, KeyStore
 from webhook.mapping import ClaimMapper
 from webhook.metrics import Metrics
 from webhook.review import Reviewer
+from webhook.reviewlog import LOGGER as REVIEW_LOGGER
+from webhook.reviewlog import ReviewLog
 from webhook.settings import ServeSettings
 from webhook.tls import CertReloader, TlsFiles, server_context
 from webhook.tokens import TokenValidator
@@ -42,6 +44,7 @@ class Running:
     reviewer: Reviewer
     metrics: Metrics
     certs: CertReloader
+    review_log: ReviewLog
 
 
 def _bound_port(runner: web.AppRunner) -> int:
@@ -93,7 +96,10 @@ async def running(s: ServeSettings) -> AsyncIterator[Running]:
         files = TlsFiles(cert=s.tls_cert, key=s.tls_key, client_ca=s.client_ca)
         tls = server_context(files)
         certs = CertReloader(tls, files)
-        app = make_app(reviewer, keys, stats, max_body=s.max_body, client_cn=s.client_cn)
+        review_log = ReviewLog(enabled=logging.getLogger(REVIEW_LOGGER).isEnabledFor(logging.INFO))
+        stack.callback(review_log.flush)  # runs after the runner's cleanup: the last reviews' lines
+        app = make_app(reviewer, keys, stats, max_body=s.max_body, client_cn=s.client_cn,
+                       review_log=review_log)  # fmt: skip
         runner = await _site(app, s.host, s.port, tls)
         stack.push_async_callback(runner.cleanup)
         health_port = None
@@ -103,7 +109,7 @@ async def running(s: ServeSettings) -> AsyncIterator[Running]:
             health_port = _bound_port(health)
         poller = asyncio.create_task(_poll_certs(certs, s.refresh.file_poll))
         stack.callback(poller.cancel)
-        handle = Running(_bound_port(runner), health_port, keys, cache, reviewer, stats, certs)
+        handle = Running(_bound_port(runner), health_port, keys, cache, reviewer, stats, certs, review_log)
         if s.port_file is not None:
             _write_port_file(s.port_file, handle)
         log.info(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import io
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -110,6 +111,12 @@ class Harness:
         return await self.post(
             json.dumps({"apiVersion": api_version, "kind": "TokenReview", "spec": spec}).encode()
         )
+
+    def capture_review_lines(self) -> io.StringIO:
+        """From now on, the per-review log lines go to the returned buffer."""
+        self.server.review_log.stream = buf = io.StringIO()
+        self.server.review_log.enabled = True
+        return buf
 
     async def health(self, path: str) -> tuple[int, str]:
         url = f"http://127.0.0.1:{self.server.health_port}{path}"

@@ -150,13 +150,15 @@ async def test_forged_tokens_are_not_authenticated(
     make, reason = FORGERIES[name]
     token = make()
     caplog.set_level(logging.DEBUG)
+    lines = webhook.capture_review_lines()
     code, doc, _ = await webhook.review(token)
     assert code == 200
     assert doc["status"] == {"authenticated": False, "error": reason}
     assert token not in json.dumps(doc)
-    assert token not in caplog.text and token.split(".")[0] not in caplog.text
-    (line,) = [r for r in caplog.records if r.getMessage().startswith("review ")]
-    assert (line.result, line.reason, line.user, line.groups) == ("rejected", reason, None, 0)  # type: ignore[attr-defined]
+    for text in (caplog.text, lines.getvalue()):
+        assert token not in text and token.split(".")[0] not in text
+    (line,) = [json.loads(x) for x in lines.getvalue().splitlines()]
+    assert (line["result"], line["reason"], line["user"], line["groups"]) == ("rejected", reason, None, 0)
 
 
 async def test_one_megabyte_token_is_a_bad_request(webhook: Harness) -> None:
@@ -186,12 +188,15 @@ async def test_log_line_per_review_without_the_token(
     webhook: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    lines = webhook.capture_review_lines()
     token = sign(claims(**ORG_ADMIN), signing_key("RS256"))
     await webhook.review(token)
-    (line,) = [r for r in caplog.records if r.getMessage().startswith("review ")]
-    assert line.user == "admin@example.com" and line.groups == 5  # type: ignore[attr-defined]
-    assert line.result == "authenticated" and line.reason is None  # type: ignore[attr-defined]
-    assert token not in caplog.text and token.split(".")[2] not in caplog.text
+    (line,) = [json.loads(x) for x in lines.getvalue().splitlines()]
+    assert line["user"] == "admin@example.com" and line["groups"] == 5
+    assert line["result"] == "authenticated" and line["reason"] is None
+    assert line["msg"] == "review authenticated" and line["logger"] == "webhook.review"
+    for text in (caplog.text, lines.getvalue()):
+        assert token not in text and token.split(".")[2] not in text
 
 
 async def test_health_and_metrics(webhook: Harness) -> None:
