@@ -178,6 +178,7 @@ def test_gen_dev_pki_and_mint(tmp_path: Path) -> None:
 
 def test_kubeconfig_is_the_spec_layout_and_valid_yaml(tmp_path: Path) -> None:
     import yaml  # PyYAML: a dependency of kubernetes-asyncio
+
     odd = tmp_path / 'we"ird dir'
     text = devcerts.kubeconfig("https://h:1/p", odd / "ca.crt", odd / "c.crt", odd / "c.key")
     doc = yaml.safe_load(text)
