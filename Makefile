@@ -33,6 +33,7 @@ integration: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy cni csi webhook controllers common nodeenv
 
 bench: setup
 	$(PY) -m bench $(BENCH)

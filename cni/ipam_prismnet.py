@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 
-import grpc  # type: ignore[import-untyped]
+import grpc
 
 from cni.attachment import Attachment
 from cni.errors import CniError, InvalidNetworkConfig, IpamFailure, TryAgainLater
@@ -41,7 +41,7 @@ class PrismnetIpam:
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint
         self._channel = grpc.insecure_channel(endpoint)
-        self._stub = prismnet_pb2_grpc.NetworkServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._stub = prismnet_pb2_grpc.NetworkServiceStub(self._channel)
 
     def allocate(self, req: CniRequest, att: Attachment) -> Allocation:
         request = prismnet_pb2.AllocateIPRequest(

@@ -36,7 +36,7 @@ def sanitized(msg: Message) -> str:
     copy = type(msg)()
     copy.CopyFrom(msg)
     _strip(copy)
-    return text_format.MessageToString(copy, as_one_line=True)
+    return str(text_format.MessageToString(copy, as_one_line=True))
 
 
 def _strip(msg: Message) -> None:

@@ -73,7 +73,7 @@ class RpcMetrics(grpc.ServerInterceptor):
 
 
 def _code_name(context: grpc.ServicerContext, default: str) -> str:
-    code = context.code()  # type: ignore[attr-defined]
+    code = context.code()
     return code.name if isinstance(code, grpc.StatusCode) else default
 
 

@@ -204,7 +204,8 @@ class CniRuntime:
         }
 
     def _plugins(self) -> list[dict[str, object]]:
-        return list(self.conflist["plugins"])  # type: ignore[call-overload]
+        plugins: list[dict[str, object]] = self.conflist["plugins"]  # type: ignore[assignment]
+        return list(plugins)
 
     def add(
         self,

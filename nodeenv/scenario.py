@@ -22,7 +22,7 @@ class StepResult:
 class Scenario:
     node: Node
     results: list[StepResult] = field(default_factory=list)
-    _cleanups: list[Callable[[], None]] = field(default_factory=list)
+    _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
     @property
     def env(self) -> dict[str, str]:
@@ -38,8 +38,8 @@ class Scenario:
             raise
         self.results.append(StepResult(name, True, time.perf_counter() - t0))
 
-    def defer(self, fn: Callable[[], None]) -> None:
-        """Register a cleanup; they run newest first when the scenario ends."""
+    def defer(self, fn: Callable[[], object]) -> None:
+        """Register a cleanup (its result is ignored); they run newest first when the scenario ends."""
         self._cleanups.append(fn)
 
     def run_cleanups(self) -> list[str]:

@@ -67,7 +67,7 @@ class LightningStorBackend:
         try:
             return method(request, timeout=timeout or self._timeout)
         except grpc.RpcError as e:
-            code, details = e.code(), e.details() or ""  # type: ignore[attr-defined]
+            code, details = e.code(), e.details() or ""
             err = _CODES.get(code, CsiError)
             raise err(
                 f"lightningstor {type(request).__name__.removesuffix('Request')}: {code.name}: {details}"

@@ -352,9 +352,8 @@ def _by_name(table: Mapping[str, Mapping[str, Any]], name: str) -> Mapping[str, 
 
 
 def _used_bytes(doc: Document) -> int:
-    return sum(v["size_bytes"] for v in doc["volumes"].values()) + sum(
-        s["size_bytes"] for s in doc["snapshots"].values()
-    )
+    volumes = sum(int(v["size_bytes"]) for v in doc["volumes"].values())
+    return volumes + sum(int(s["size_bytes"]) for s in doc["snapshots"].values())
 
 
 def _fs_size(path: Path) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 
 from nodeenv.daemons import run_checked, wait_for
 from nodeenv.scenario import Scenario
@@ -30,19 +31,15 @@ def run(scn: Scenario) -> None:
         for ns, host_if, mac, ip in PODS:
             _plug(scn, vsctl, env, ns, host_if, mac, ip)
         for _, host_if, _, _ in PODS:
-            wait_for(
-                lambda h=host_if: (
-                    "true"
-                    in run_checked(
-                        [*vsctl, "--if-exists", "get", "Interface", h, "external_ids:ovn-installed"], env
-                    )
-                ),
-                f"ovn-installed on {host_if}",
-                timeout=10,
-            )
+            wait_for(_installed(vsctl, env, host_if), f"ovn-installed on {host_if}", timeout=10)
     with scn.step("ovn: netns ping each other"):
         _ping(PODS[0][0], PODS[1][3])
         _ping(PODS[1][0], PODS[0][3])
+
+
+def _installed(vsctl: list[str], env: dict[str, str], host_if: str) -> Callable[[], bool]:
+    get = [*vsctl, "--if-exists", "get", "Interface", host_if, "external_ids:ovn-installed"]
+    return lambda: "true" in run_checked(get, env)
 
 
 def _plug(
