@@ -88,22 +88,16 @@ class TokenReviewStatus:
         return out
 
 
+# One encoder for every reply: json.dumps with non-default separators builds a new one per call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def review_reply(api_version: str, status: TokenReviewStatus) -> bytes:
-    return json.dumps(
-        {"apiVersion": api_version, "kind": KIND, "status": status.to_json()}, separators=(",", ":")
-    ).encode()
+    return _encode({"apiVersion": api_version, "kind": KIND, "status": status.to_json()}).encode()
 
 
 def status_reply(code: int, reason: str, message: str) -> bytes:
     """A metav1.Status, the form Kubernetes uses for errors that are not a TokenReview."""
-    return json.dumps(
-        {
-            "apiVersion": "v1",
-            "kind": "Status",
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code,
-        },
-        separators=(",", ":"),
-    ).encode()
+    doc = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message, "reason": reason,
+           "code": code}  # fmt: skip
+    return _encode(doc).encode()
