@@ -132,7 +132,27 @@ class _NoWaitTransaction(ovs_impl.OvsVsctlTransaction):  # type: ignore[misc]
         transaction.Transaction.post_commit(self, txn)
 
 
-class _NoWaitOvsApi(ovs_impl.OvsdbIdl):  # type: ignore[misc]
+class _OwnConnection:
+    """ovsdbapp's Backend keeps its connection class-wide: the first one made in a process
+    would serve every later API object (never starting theirs). Keep it per object, so two
+    connections in one process really are two (as two agents' are)."""
+
+    _own_connection: Any = None
+
+    @property
+    def ovsdb_connection(self) -> Any:
+        return self._own_connection
+
+    @ovsdb_connection.setter
+    def ovsdb_connection(self, conn: Any) -> None:
+        self._own_connection = conn
+
+
+class _NbApi(_OwnConnection, nb_impl.OvnNbApiIdlImpl):  # type: ignore[misc]
+    pass
+
+
+class _NoWaitOvsApi(_OwnConnection, ovs_impl.OvsdbIdl):  # type: ignore[misc]
     def create_transaction(self, check_error: bool = False, log_errors: bool = True, **kwargs: Any) -> Any:
         return _NoWaitTransaction(self, self.ovsdb_connection, check_error=check_error, log_errors=log_errors)
 
@@ -168,7 +188,7 @@ def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:
     idl = _NotifyingIdl(remote, helper)
     idl.watcher = watcher
     conn = connection.Connection(idl, timeout)
-    api = _NoWaitOvsApi(conn) if schema == "Open_vSwitch" else nb_impl.OvnNbApiIdlImpl(conn)
+    api = _NoWaitOvsApi(conn) if schema == "Open_vSwitch" else _NbApi(conn)
     return Ovsdb(api=api, watcher=watcher, conn=conn)
 
 

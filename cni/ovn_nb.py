@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ovsdbapp.backend.ovs_idl import command  # type: ignore[import-untyped]
@@ -46,6 +46,16 @@ class SubnetsExhausted(RuntimeError):
     pass
 
 
+BeforeCommit = Callable[[str], None]
+"""Called with "ensure_switch" or "allocate_port" after a verified read, before its commit
+(on the connection thread, once per attempt). A seam for tests that force two agents to
+interleave; production passes none."""
+
+
+def _no_hook(op: str) -> None:
+    return None
+
+
 def _switch_info(row: Any) -> SwitchInfo:
     ids = dict(row.external_ids)
     return SwitchInfo(row.name, ids.get(K_SUBNET, ""), ids.get("prismnet.gateway", ""))
@@ -63,10 +73,12 @@ class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
         subnet: ipaddress.IPv4Network | None,
         gateway: str,
         owner: str,
+        before_commit: BeforeCommit = _no_hook,
     ) -> None:
         super().__init__(api)
         self.switch, self.cluster, self.prefix = switch, cluster, prefix
         self.subnet, self.gateway, self.owner = subnet, gateway, owner
+        self.before_commit = before_commit
 
     def run_idl(self, txn: Any) -> None:
         switches = _rows(self.api, "Logical_Switch")
@@ -91,6 +103,7 @@ class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
         gen = int(dict(glob.external_ids).get(K_GEN, "0")) + 1
         glob.setkey("external_ids", K_GEN, str(gen))
         self.result = SwitchInfo(self.switch, str(subnet), gateway)
+        self.before_commit("ensure_switch")
 
     def _carve(self, switches: list[Any]) -> ipaddress.IPv4Network:
         used = []
@@ -124,9 +137,18 @@ class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
 class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
     """Insert a port with the lowest free address of its switch's subnet (see module doc)."""
 
-    def __init__(self, api: Any, switch: str, lsp: str, external_ids: dict[str, str], mac_only: bool) -> None:
+    def __init__(
+        self,
+        api: Any,
+        switch: str,
+        lsp: str,
+        external_ids: dict[str, str],
+        mac_only: bool,
+        before_commit: BeforeCommit = _no_hook,
+    ) -> None:
         super().__init__(api)
         self.switch, self.lsp, self.external_ids, self.mac_only = switch, lsp, external_ids, mac_only
+        self.before_commit = before_commit
 
     def run_idl(self, txn: Any) -> None:
         ls = next((r for r in _rows(self.api, "Logical_Switch") if r.name == self.switch), None)
@@ -145,6 +167,7 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
         port.external_ids = self.external_ids
         ls.addvalue("ports", port)
         self.result = (mac, str(ip), subnet.prefixlen)
+        self.before_commit("allocate_port")
 
 
 def _used_addresses(ls: Any) -> set[ipaddress.IPv4Address]:
@@ -179,8 +202,9 @@ def _lsp(row: Any, switch: str = "") -> Lsp:
 class Northbound:
     """Typed operations on the OVN northbound database."""
 
-    def __init__(self, db: Ovsdb, owner: str) -> None:
+    def __init__(self, db: Ovsdb, owner: str, *, before_commit: BeforeCommit = _no_hook) -> None:
         self._db, self._api, self._owner = db, db.api, owner
+        self._before_commit = before_commit
 
     def ensure_switch(
         self,
@@ -190,7 +214,9 @@ class Northbound:
         subnet: ipaddress.IPv4Network | None = None,
         gateway: str = "",
     ) -> SwitchInfo:
-        cmd = _EnsureSwitch(self._api, switch, cluster, prefix, subnet, gateway, self._owner)
+        cmd = _EnsureSwitch(
+            self._api, switch, cluster, prefix, subnet, gateway, self._owner, self._before_commit
+        )
         return cmd.execute(check_error=True)  # type: ignore[no-any-return]
 
     def allocate_port(
@@ -198,7 +224,7 @@ class Northbound:
     ) -> tuple[str, str, int]:
         """Create `lsp` on `switch` with a free address of its subnet: (MAC, IP, prefix length)."""
         ids = {OWNER: self._owner, **external_ids}
-        cmd = _AllocatePort(self._api, switch, lsp, ids, mac_only_security)
+        cmd = _AllocatePort(self._api, switch, lsp, ids, mac_only_security, self._before_commit)
         return cmd.execute(check_error=True)  # type: ignore[no-any-return]
 
     def add_port(

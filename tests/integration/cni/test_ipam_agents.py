@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from cni.ovn import connect
+from cni.ovn import Ovsdb, connect
 from cni.ovn_nb import Northbound
 from nodeenv.node import Node
 from tests.integration.cni.conftest import Agent
@@ -60,6 +61,74 @@ def test_concurrent_first_use_of_a_namespace_carves_one_subnet_each(agent: Agent
         all_switches = agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch").split()
         assert sorted(n for n in all_switches if n.startswith("k8s-carve")) == sorted(names)
         assert len(set(subnets)) == 6
+    finally:
+        for n in names:
+            agent.nbctl("--if-exists", "ls-del", n)
+            agent.nbctl("--if-exists", "lrp-del", f"rtr-{n}")
+        for db in dbs:
+            db.stop()
+
+
+class _Interleave:
+    """A before-commit hook: the first attempt of one agent waits at a barrier shared with the
+    other agent, so both have read the database before either commits. Counts attempts."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier, self.attempts, self.armed = barrier, 0, False
+
+    def __call__(self, op: str) -> None:
+        if not self.armed:
+            return
+        self.attempts += 1
+        if self.attempts == 1:
+            self.barrier.wait()
+
+
+def _two_interleaved_agents(ovn_node: Node) -> tuple[list[Ovsdb], list[Northbound], list[_Interleave]]:
+    barrier = threading.Barrier(2, timeout=10)
+    hooks = [_Interleave(barrier), _Interleave(barrier)]
+    dbs = [connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound") for _ in range(2)]
+    nbs = [
+        Northbound(db, owner=f"test-race-{i}", before_commit=h)
+        for i, (db, h) in enumerate(zip(dbs, hooks, strict=True))
+    ]
+    return dbs, nbs, hooks
+
+
+def test_two_agents_that_read_before_either_commits_get_distinct_addresses(
+    agent: Agent, ovn_node: Node
+) -> None:
+    cluster = ipaddress.IPv4Network("10.99.0.0/16")
+    dbs, nbs, hooks = _two_interleaved_agents(ovn_node)
+    try:
+        for nb in [*nbs, nbs[0]]:  # unarmed: afterwards both agents' replicas hold the switch
+            nb.ensure_switch("k8s-race", cluster, 24)
+        for h in hooks:
+            h.armed = True
+        with ThreadPoolExecutor(2) as ex:
+            futs = [ex.submit(nb.allocate_port, "k8s-race", f"race-{i}", {}) for i, nb in enumerate(nbs)]
+            ips = [f.result(timeout=30)[1] for f in futs]
+        assert ips[0] != ips[1], "both agents handed out one address"
+        assert sorted(h.attempts for h in hooks) == [1, 2], "exactly one agent must have retried"
+    finally:
+        agent.nbctl("--if-exists", "ls-del", "k8s-race")
+        agent.nbctl("--if-exists", "lrp-del", "rtr-k8s-race")
+        for db in dbs:
+            db.stop()
+
+
+def test_two_agents_that_carve_at_once_get_distinct_subnets(agent: Agent, ovn_node: Node) -> None:
+    cluster = ipaddress.IPv4Network("10.99.0.0/16")
+    dbs, nbs, hooks = _two_interleaved_agents(ovn_node)
+    names = ["k8s-racecarve0", "k8s-racecarve1"]
+    for h in hooks:
+        h.armed = True
+    try:
+        with ThreadPoolExecutor(2) as ex:
+            futs = [ex.submit(nb.ensure_switch, names[i], cluster, 24) for i, nb in enumerate(nbs)]
+            infos = [f.result(timeout=30) for f in futs]
+        assert infos[0].subnet != infos[1].subnet, "both agents carved one subnet"
+        assert sorted(h.attempts for h in hooks) == [1, 2], "exactly one agent must have retried"
     finally:
         for n in names:
             agent.nbctl("--if-exists", "ls-del", n)
