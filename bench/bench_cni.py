@@ -335,6 +335,27 @@ def port_up_from_log(node: Node) -> list[float]:
     return out
 
 
+def _agent_log(node: Node) -> list[str]:
+    return (node.run_dir / "prismnet" / "agent.log").read_text().splitlines()
+
+
+def phase_medians(lines: list[str]) -> str:
+    """Median of each per-phase timing the agent logs with its ADD/DEL lines."""
+    by_cmd: dict[str, dict[str, list[float]]] = {}
+    for line in lines:
+        if '"total_ms"' not in line:
+            continue
+        rec = json.loads(line)
+        phases = by_cmd.setdefault(str(rec.get("cmd", "?")), {})
+        for k, v in rec.items():
+            if k.endswith("_ms"):
+                phases.setdefault(k, []).append(float(v))
+    return "; ".join(
+        f"{cmd}: " + " ".join(f"{k[:-3]} {statistics.median(v):.1f}" for k, v in phases.items())
+        for cmd, phases in sorted(by_cmd.items())
+    )
+
+
 def plugins(node: Node, tmp: Path) -> tuple[Plugin, Plugin]:
     e = node.endpoints
     ours_conf = json.loads(Path(e["PRISMNET_CNI_CONFLIST"]).read_text())
@@ -385,7 +406,10 @@ def latency_runs(node: Node, ours: Plugin, ref: Plugin, args: argparse.Namespace
     for p in (ref, ours):  # warm-up: first namespace switch, page cache
         report(p, "warm-up (5 pods)", run_phase(p, 5, 1))
     for p in (ref, ours):
+        before = len(_agent_log(node))
         report(p, f"sequential ({args.seq} pods)", run_phase(p, args.seq, 1))
+        if p is ours:
+            print(f"    agent-side medians (ms): {phase_medians(_agent_log(node)[before:])}")
     for p in (ref, ours):
         report(p, f"concurrency 8 ({args.pods} pods)", run_phase(p, args.pods, 8))
     for p in (ref, ours):

@@ -48,7 +48,14 @@ K_CID, K_IFNAME, K_NS, K_POD, K_NODE, K_NET, K_NETNS, K_LSP = (
     "prismnet.lsp",
 )
 K_SUBNET, K_GEN, K_IPAM = "prismnet.subnet", "prismnet.subnet-generation", "prismnet.ipam"
-OVS_TABLES = ("Open_vSwitch", "Bridge", "Port", "Interface")
+OVS_COLUMNS = {
+    "Open_vSwitch": ["external_ids", "bridges"],
+    "Bridge": ["name", "ports", "datapath_type"],
+    "Port": ["name", "interfaces"],
+    "Interface": ["name", "type", "external_ids"],
+}
+"""Only what we read or write: ovs-vswitchd rewrites every Interface's statistics, status,
+link and ofport columns, and each such update would be parsed (in pure Python) by our IDL."""
 NB_TABLES = (
     "NB_Global",
     "Logical_Switch",
@@ -115,6 +122,11 @@ class Watcher:
 class _NotifyingIdl(connection.OvsdbIdl):  # type: ignore[misc]
     watcher: Watcher
 
+    def cooperative_yield(self) -> None:
+        """ovsdbapp yields the GIL (time.sleep(0)) after every row of an update, for eventlet.
+        With other threads busy, each yield can cost a GIL switch interval (5 ms) before the
+        IDL thread runs again, delaying commits and the ovn-installed notification."""
+
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
         if event in ("create", "update"):
             self.watcher.notify(row._table.name, row)
@@ -177,14 +189,17 @@ class Ovsdb:
 
 def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:
     """Connect to OVSDB `remote` (schema Open_vSwitch or OVN_Northbound)."""
-    tables = OVS_TABLES if schema == "Open_vSwitch" else NB_TABLES
     watcher = Watcher()
     try:
         helper = idlutils.get_schema_helper(remote, schema)
     except Exception as e:
         raise OvsdbUnavailable(f"cannot reach {schema} at {remote}: {e}") from e
-    for t in tables:
-        helper.register_table(t)
+    if schema == "Open_vSwitch":
+        for table, columns in OVS_COLUMNS.items():
+            helper.register_columns(table, columns)
+    else:
+        for t in NB_TABLES:
+            helper.register_table(t)
     idl = _NotifyingIdl(remote, helper)
     idl.watcher = watcher
     conn = connection.Connection(idl, timeout)

@@ -10,7 +10,7 @@ import ipaddress
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from cni.attachment import Attachment, mac_for, parse_alias
@@ -86,27 +86,24 @@ class PodNetworkService:
     ) -> tuple[HostEnd, Allocation, str]:
         # The veth (its alias) records the attachment for GC. OVN IPAM's port is its own
         # record, so that allocation overlaps the kernel work; other sources wait for the veth.
-        alloc_f = self._pool.submit(source.allocate, req, att) if source.self_recording else None
-        try:
-            host = self._a.links.create_veth(att.host_if, att.netns, att.ifname, req.netconf.mtu, att.alias)
-        finally:
-            timer.mark("veth_ms")
-            alloc = alloc_f.result() if alloc_f else source.allocate(req, att)
-        timer.mark("ipam_ms")
-        mac = self._ensure_port(att, alloc)
-        pod_if = PodLinkConfig(
-            ifname=att.ifname,
-            mac=mac,
-            mtu=req.netconf.mtu,
-            addresses=tuple(i.address for i in alloc.ips),
-            routes=tuple((r.dst, r.gw) for r in alloc.routes),
-        )
+        # The OVS bind needs only the host end: it starts as soon as that exists, so
+        # ovs-vswitchd and ovn-controller work while the address and the pod end are done.
         with self._a.ovs.expect_installed(att.host_if) as installed:
+            alloc_f = self._pool.submit(source.allocate, req, att) if source.self_recording else None
+            try:
+                host = self._a.links.create_veth(
+                    att.host_if, att.netns, att.ifname, req.netconf.mtu, att.alias
+                )
+            finally:
+                timer.mark("veth_ms")
+                if alloc_f is not None:
+                    wait([alloc_f])  # a failed ADD's teardown must see the port it created
             bind_f = self._pool.submit(self._bind, att)
             try:
-                self._a.links.configure_pod(att.netns, pod_if, host.peer_index)
+                alloc, mac = self._address_pod(req, att, source, host, alloc_f, timer)
             finally:
-                bound_at = bind_f.result()
+                bind_started, bound_at = bind_f.result()  # nothing in flight when a failed ADD tears down
+            timer.marks["bind_ms"] = round((bound_at - bind_started) * 1000, 2)
             timer.mark("pod_and_bind_ms")
             if not installed.wait(self._s.port_up_timeout):
                 raise PortNotReady(
@@ -118,9 +115,33 @@ class PodNetworkService:
             timer.marks["installed_seen_at"] = installed.fired_at  # CLOCK_MONOTONIC, for the benchmark
         return host, alloc, mac
 
-    def _bind(self, att: Attachment) -> float:
+    def _address_pod(
+        self,
+        req: CniRequest,
+        att: Attachment,
+        source: AddressSource,
+        host: HostEnd,
+        alloc_f: Future[Allocation] | None,
+        timer: _Timer,
+    ) -> tuple[Allocation, str]:
+        """The address (allocated, or awaited), the pod's LSP if the source made none, the pod end."""
+        alloc = alloc_f.result() if alloc_f else source.allocate(req, att)
+        timer.mark("ipam_ms")
+        mac = self._ensure_port(att, alloc)
+        pod_if = PodLinkConfig(
+            ifname=att.ifname,
+            mac=mac,
+            mtu=req.netconf.mtu,
+            addresses=tuple(i.address for i in alloc.ips),
+            routes=tuple((r.dst, r.gw) for r in alloc.routes),
+        )
+        self._a.links.configure_pod(att.netns, pod_if, host.peer_index)
+        return alloc, mac
+
+    def _bind(self, att: Attachment) -> tuple[float, float]:
+        started = time.perf_counter()
         self._a.ovs.bind(att.host_if, att.lsp, att.external_ids())
-        return time.perf_counter()
+        return started, time.perf_counter()
 
     def _ensure_port(self, att: Attachment, alloc: Allocation) -> str:
         """The pod's logical switch port, when the address source did not create it."""
