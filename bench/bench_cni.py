@@ -411,7 +411,10 @@ def latency_runs(node: Node, ours: Plugin, ref: Plugin, args: argparse.Namespace
         if p is ours:
             print(f"    agent-side medians (ms): {phase_medians(_agent_log(node)[before:])}")
     for p in (ref, ours):
+        before = len(_agent_log(node))
         report(p, f"concurrency 8 ({args.pods} pods)", run_phase(p, args.pods, 8))
+        if p is ours:
+            print(f"    agent-side medians (ms): {phase_medians(_agent_log(node)[before:])}")
     for p in (ref, ours):
         ready = network_ready(p, args.ready)
         print(f"  {p.name:18s} network ready (ADD start -> ICMP reply from gateway): {fmt(ready)}")

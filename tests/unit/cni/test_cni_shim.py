@@ -134,7 +134,7 @@ def test_hot_path_imports_no_json_socket_or_site(exe: Path, agent_sock: Path) ->
     assert proc.returncode == 0
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert "cni.shim" in imported
-    assert not imported & {"json", "socket", "site", "typing", "cni.errors", "http.client"}
+    assert not imported & {"os", "json", "socket", "site", "typing", "cni.errors", "http.client"}
 
 
 def test_parse_shim_request_rejects_garbage() -> None:
