@@ -7,7 +7,8 @@ environment (its own OVS/OVN, bridge `br-cnibench`). Printed, never asserted:
 - ADD / CHECK / DEL latency (median, p95, p99), sequential and at concurrency 8
 - pods/second for 100 pod ADDs at concurrency 8
 - network-ready latency: ADD start until an ICMP echo from the pod to its gateway returns
-- port-up wait alone (ours): bind -> ovn-installed seen, from the agent's per-ADD log
+- port-up wait alone (ours): bind committed and host end created -> ovn-installed seen,
+  from the agent's per-ADD log
 - after each run an invariant check (IPAM vs OVS ports vs NB ports vs kernel links)
 
 `python -m bench.bench_cni --faults 10000` adds the fault-injection run (concurrency 32:
@@ -419,7 +420,7 @@ def latency_runs(node: Node, ours: Plugin, ref: Plugin, args: argparse.Namespace
         ready = network_ready(p, args.ready)
         print(f"  {p.name:18s} network ready (ADD start -> ICMP reply from gateway): {fmt(ready)}")
     port_up = fmt(port_up_from_log(node))
-    print(f"  {'prismnet':18s} port-up wait (bind committed -> ovn-installed seen), all ADDs: {port_up}")
+    print(f"  {'prismnet':18s} port-up wait (bound + veth made -> ovn-installed seen), all ADDs: {port_up}")
 
 
 def main(argv: list[str] | None = None) -> None:
