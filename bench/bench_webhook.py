@@ -133,6 +133,17 @@ def _ok(status: int, body: bytes) -> bool:
     return status == 200 and _AUTHENTICATED.search(body) is not None
 
 
+def _result(
+    name: str, conns: list[Conn], lat: list[float], errors: int, elapsed: float, used: float
+) -> Result:
+    """Close the run's connections and summarise it (`used`: server CPU seconds during the run)."""
+    for c in conns:
+        assert c.transport is not None
+        c.transport.close()
+    return Result(name, len(lat) / elapsed, _pct(lat, 0.5), _pct(lat, 0.95), _pct(lat, 0.99), errors,
+                  used / len(lat) * 1e6)  # fmt: skip
+
+
 async def closed_loop(
     name: str, port: int, ctx: ssl.SSLContext, reqs: list[bytes], conc: int, cpu: CpuMeter
 ) -> Result:
@@ -154,19 +165,7 @@ async def closed_loop(
     counter = itertools.count(WARMUP)
     t0, cpu0 = time.perf_counter(), cpu.seconds()
     await asyncio.gather(*(worker(c, WARMUP + REQUESTS, True) for c in conns))
-    elapsed, used = time.perf_counter() - t0, cpu.seconds() - cpu0
-    for c in conns:
-        assert c.transport is not None
-        c.transport.close()
-    return Result(
-        name,
-        len(lat) / elapsed,
-        _pct(lat, 0.5),
-        _pct(lat, 0.95),
-        _pct(lat, 0.99),
-        errors,
-        used / len(lat) * 1e6,
-    )
+    return _result(name, conns, lat, errors, time.perf_counter() - t0, cpu.seconds() - cpu0)
 
 
 async def paced(
@@ -197,19 +196,7 @@ async def paced(
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(i, due)))
     await asyncio.gather(*tasks)
-    elapsed, used = time.perf_counter() - t0, cpu.seconds() - cpu0
-    for c in conns:
-        assert c.transport is not None
-        c.transport.close()
-    return Result(
-        name,
-        len(lat) / elapsed,
-        _pct(lat, 0.5),
-        _pct(lat, 0.95),
-        _pct(lat, 0.99),
-        errors,
-        used / len(lat) * 1e6,
-    )
+    return _result(name, conns, lat, errors, time.perf_counter() - t0, cpu.seconds() - cpu0)
 
 
 def _pin(cpu: int) -> None:

@@ -45,12 +45,6 @@ BASE_CAPABILITIES = (
 )
 
 
-def _require(**fields: object) -> None:
-    for name, value in fields.items():
-        if not value:
-            raise InvalidArgument(f"{name} is required")
-
-
 class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def __init__(self, backend: VolumeBackend, locks: KeyedLocks, default_fs: str = "ext4") -> None:
         self._backend = backend
@@ -63,7 +57,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def CreateVolume(
         self, request: csi_pb2.CreateVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.CreateVolumeResponse:
-        _require(name=request.name)
+        wire.require(name=request.name)
         caps = wire.capabilities(request.volume_capabilities)
         spec_source = self._content_source(request)
         self._check_topology(request.accessibility_requirements)
@@ -81,10 +75,10 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
             return "", ""
         src = request.volume_content_source
         if src.HasField("snapshot"):
-            _require(snapshot_id=src.snapshot.snapshot_id)
+            wire.require(snapshot_id=src.snapshot.snapshot_id)
             return src.snapshot.snapshot_id, ""
         if src.HasField("volume"):
-            _require(volume_id=src.volume.volume_id)
+            wire.require(volume_id=src.volume.volume_id)
             return "", src.volume.volume_id
         raise InvalidArgument("volume_content_source needs a snapshot or a volume")
 
@@ -156,7 +150,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def DeleteVolume(
         self, request: csi_pb2.DeleteVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.DeleteVolumeResponse:
-        _require(volume_id=request.volume_id)
+        wire.require(volume_id=request.volume_id)
         with self._locks.hold(request.volume_id):
             self._backend.delete_volume(request.volume_id)
         return csi_pb2.DeleteVolumeResponse()
@@ -165,8 +159,8 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def ControllerPublishVolume(
         self, request: csi_pb2.ControllerPublishVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.ControllerPublishVolumeResponse:
-        _require(volume_id=request.volume_id, node_id=request.node_id)
-        _require(volume_capability=request.HasField("volume_capability"))
+        wire.require(volume_id=request.volume_id, node_id=request.node_id)
+        wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
         with self._locks.hold(request.volume_id):
             volume = self._backend.get_volume(request.volume_id)
@@ -180,7 +174,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def ControllerUnpublishVolume(
         self, request: csi_pb2.ControllerUnpublishVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.ControllerUnpublishVolumeResponse:
-        _require(volume_id=request.volume_id)
+        wire.require(volume_id=request.volume_id)
         with self._locks.hold(request.volume_id):
             nodes = [request.node_id]
             if not request.node_id and self._backend.reports_publications:
@@ -196,7 +190,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def ValidateVolumeCapabilities(
         self, request: csi_pb2.ValidateVolumeCapabilitiesRequest, context: grpc.ServicerContext
     ) -> csi_pb2.ValidateVolumeCapabilitiesResponse:
-        _require(volume_id=request.volume_id, volume_capabilities=len(request.volume_capabilities))
+        wire.require(volume_id=request.volume_id, volume_capabilities=len(request.volume_capabilities))
         for cap in request.volume_capabilities:
             wire.capability(cap, strict=False)  # malformed (no access type/mode) -> InvalidArgument
         volume = self._backend.get_volume(request.volume_id)
@@ -236,7 +230,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def ControllerGetVolume(
         self, request: csi_pb2.ControllerGetVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.ControllerGetVolumeResponse:
-        _require(volume_id=request.volume_id)
+        wire.require(volume_id=request.volume_id)
         volume = self._backend.get_volume(request.volume_id)
         return csi_pb2.ControllerGetVolumeResponse(
             volume=self._volume_message(volume),
@@ -266,9 +260,9 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def ControllerExpandVolume(
         self, request: csi_pb2.ControllerExpandVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.ControllerExpandVolumeResponse:
-        _require(volume_id=request.volume_id, capacity_range=request.HasField("capacity_range"))
+        wire.require(volume_id=request.volume_id, capacity_range=request.HasField("capacity_range"))
         rng = request.capacity_range
-        _require(capacity_range_bytes=rng.required_bytes or rng.limit_bytes)
+        wire.require(capacity_range_bytes=rng.required_bytes or rng.limit_bytes)
         with self._locks.hold(request.volume_id):
             volume = self._backend.get_volume(request.volume_id)
             if rng.limit_bytes and volume.size_bytes > rng.limit_bytes:
@@ -288,7 +282,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def CreateSnapshot(
         self, request: csi_pb2.CreateSnapshotRequest, context: grpc.ServicerContext
     ) -> csi_pb2.CreateSnapshotResponse:
-        _require(name=request.name, source_volume_id=request.source_volume_id)
+        wire.require(name=request.name, source_volume_id=request.source_volume_id)
         with self._locks.hold(f"snapshot:{request.name}", request.source_volume_id):
             snapshot = self._backend.create_snapshot(request.name, request.source_volume_id)
         return csi_pb2.CreateSnapshotResponse(snapshot=_snapshot_message(snapshot))
@@ -297,7 +291,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def DeleteSnapshot(
         self, request: csi_pb2.DeleteSnapshotRequest, context: grpc.ServicerContext
     ) -> csi_pb2.DeleteSnapshotResponse:
-        _require(snapshot_id=request.snapshot_id)
+        wire.require(snapshot_id=request.snapshot_id)
         with self._locks.hold(request.snapshot_id):
             self._backend.delete_snapshot(request.snapshot_id)
         return csi_pb2.DeleteSnapshotResponse()

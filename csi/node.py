@@ -13,7 +13,7 @@ import grpc
 
 from csi import mounts, wire
 from csi.backends.base import VolumeBackend
-from csi.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from csi.errors import AlreadyExists, FailedPrecondition, NotFound
 from csi.locks import KeyedLocks
 from csi.rpc import rpc
 from csi.settings import TOPOLOGY_KEY
@@ -23,12 +23,6 @@ log = logging.getLogger(__name__)
 
 NodeRpc = csi_pb2.NodeServiceCapability.RPC
 Usage = csi_pb2.VolumeUsage
-
-
-def _require(**fields: object) -> None:
-    for name, value in fields.items():
-        if not value:
-            raise InvalidArgument(f"{name} is required")
 
 
 def _device_of(path: str) -> str:
@@ -57,8 +51,8 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodeStageVolume(
         self, request: csi_pb2.NodeStageVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeStageVolumeResponse:
-        _require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
-        _require(volume_capability=request.HasField("volume_capability"))
+        wire.require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
+        wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
         staging = request.staging_target_path
         with self._locks.hold(request.volume_id):
@@ -88,7 +82,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodeUnstageVolume(
         self, request: csi_pb2.NodeUnstageVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeUnstageVolumeResponse:
-        _require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
+        wire.require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
         with self._locks.hold(request.volume_id):
             mounts.unmount(request.staging_target_path)
             self._backend.node_release(request.volume_id)
@@ -98,10 +92,10 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodePublishVolume(
         self, request: csi_pb2.NodePublishVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodePublishVolumeResponse:
-        _require(volume_id=request.volume_id, target_path=request.target_path)
-        _require(volume_capability=request.HasField("volume_capability"))
+        wire.require(volume_id=request.volume_id, target_path=request.target_path)
+        wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
-        _require(staging_target_path=request.staging_target_path)
+        wire.require(staging_target_path=request.staging_target_path)
         readonly = request.readonly or cap.readonly
         target = request.target_path
         with self._locks.hold(request.volume_id):
@@ -144,7 +138,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodeUnpublishVolume(
         self, request: csi_pb2.NodeUnpublishVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeUnpublishVolumeResponse:
-        _require(volume_id=request.volume_id, target_path=request.target_path)
+        wire.require(volume_id=request.volume_id, target_path=request.target_path)
         with self._locks.hold(request.volume_id):
             mounts.unmount(request.target_path)
             mounts.remove_path(request.target_path)
@@ -154,7 +148,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodeGetVolumeStats(
         self, request: csi_pb2.NodeGetVolumeStatsRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeGetVolumeStatsResponse:
-        _require(volume_id=request.volume_id, volume_path=request.volume_path)
+        wire.require(volume_id=request.volume_id, volume_path=request.volume_path)
         self._backend.get_volume(request.volume_id)
         path = request.volume_path
         if not os.path.exists(path):
@@ -188,7 +182,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodeExpandVolume(
         self, request: csi_pb2.NodeExpandVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeExpandVolumeResponse:
-        _require(volume_id=request.volume_id, volume_path=request.volume_path)
+        wire.require(volume_id=request.volume_id, volume_path=request.volume_path)
         path = request.volume_path
         with self._locks.hold(request.volume_id):
             volume = self._backend.get_volume(request.volume_id)

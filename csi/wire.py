@@ -32,6 +32,13 @@ MIN_SIZE = {"xfs": 300 * MIB, "ext4": MIB, "": MIB}
 """mkfs.xfs (xfsprogs 6) refuses filesystems smaller than 300 MiB."""
 
 
+def require(**fields: object) -> None:
+    """INVALID_ARGUMENT naming the first of `fields` that is empty or unset."""
+    for name, value in fields.items():
+        if not value:
+            raise InvalidArgument(f"{name} is required")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Capability:
     access_type: AccessType
