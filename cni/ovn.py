@@ -187,6 +187,13 @@ class Ovsdb:
         self.conn.stop(timeout=5)
 
 
+def c_json_parser() -> bool:
+    """True when python-ovs parses OVSDB JSON with its C extension (scripts/ovs_json_accel.py)."""
+    import ovs.json  # type: ignore[import-untyped]
+
+    return bool(ovs.json.PARSER == ovs.json.PARSER_C)
+
+
 def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:
     """Connect to OVSDB `remote` (schema Open_vSwitch or OVN_Northbound)."""
     watcher = Watcher()

@@ -129,6 +129,9 @@ class OvnStack:
                 f"external_ids:ovn-encap-ip={s.encap_ip}",
                 f"external_ids:ovn-bridge={bridge}",
                 "external_ids:ovn-bridge-datapath-type=netdev",
+                # the whole southbound database, not per-datapath conditions (as ovn-kubernetes
+                # does): no monitor-condition round trip before a new pod's port can be bound
+                "external_ids:ovn-monitor-all=true",
             ],
             env,
         )

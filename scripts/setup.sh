@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   openvswitch-switch openvswitch-common ovn-central ovn-host ovn-common
   iproute2 ethtool e2fsprogs xfsprogs util-linux mount kmod iptables
-  iputils-ping containernetworking-plugins procps
+  iputils-ping containernetworking-plugins procps python3-openvswitch
 )
 
 missing=()
@@ -38,6 +38,7 @@ if [ "$(cat .stamps/venv 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q -e '.[dev]'
   echo "$want" > .stamps/venv
 fi
+.venv/bin/python scripts/ovs_json_accel.py
 
 # Generated stubs: regenerated when any .proto is newer than its stub.
 bash scripts/gen-protos.sh

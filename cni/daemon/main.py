@@ -24,7 +24,7 @@ from cni.daemon.service import Adapters, PodNetworkService
 from cni.ipam import AddressSource, OvnIpam
 from cni.links import Links
 from cni.management import ensure_management_port
-from cni.ovn import Ovsdb, OvsPorts, connect
+from cni.ovn import Ovsdb, OvsPorts, c_json_parser, connect
 from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
 from cni.wire import Dns
@@ -73,6 +73,11 @@ def _prismnet_factory() -> Callable[[str], AddressSource] | None:
 async def run(s: AgentSettings) -> int:
     # CNI requests run in threads (asyncio.to_thread); the default pool is cpu+4 threads
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(64, thread_name_prefix="cni-req"))
+    if not c_json_parser():
+        log.warning(
+            "python-ovs has no C JSON parser (ovs._json): OVSDB traffic is parsed in pure Python, "
+            "costing CPU on every commit and update; install python3-openvswitch or build ovs with it"
+        )
     ovs_db = await asyncio.to_thread(connect, s.ovs_db, "Open_vSwitch")
     nb_db = await asyncio.to_thread(connect, s.ovn_nb_db, "OVN_Northbound")
     service = await asyncio.to_thread(build_service, s, ovs_db, nb_db)
