@@ -10,6 +10,10 @@ environment (its own OVS/OVN, bridge `br-cnibench`). Printed, never asserted:
 - port-up wait alone (ours): bind committed and host end created -> ovn-installed seen,
   from the agent's per-ADD log
 - after each run an invariant check (IPAM vs OVS ports vs NB ports vs kernel links)
+- CPU per pod by process during the concurrency-8 ADDs (bench/cpu.py), both plugins
+- floors (bench/cni_floor.py): the executable's start-up and OVN's own binding of a port with
+  no agent at all, set against the ADD target; and the OVS/OVN daemons' CPU per pod against
+  the reference's whole CPU per pod
 
 `python -m bench.bench_cni --faults 10000` adds the fault-injection run (concurrency 32:
 agent killed mid-ADD, netns deleted before DEL, double DEL, DEL without ADD, ADD retried).
@@ -34,7 +38,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from bench import cpu
+from bench.cni_floor import binding_floor, executable_floor
 from nodeenv.cni_component import CniComponent, CniRuntime
 from nodeenv.daemons import stop
 from nodeenv.node import Node, NodeSettings
@@ -103,15 +110,21 @@ class Plugin:
         return ms
 
 
-def run_phase(plugin: Plugin, n: int, conc: int) -> dict[str, list[float] | float]:
+Phase = dict[str, Any]
+"""ADD/CHECK/DEL: latencies (ms); pods_per_s; cpu: CPU ms per pod by process during the ADDs."""
+
+
+def run_phase(plugin: Plugin, n: int, conc: int) -> Phase:
     pods = [plugin.new_pod() for _ in range(n)]
     with ThreadPoolExecutor(conc) as ex:
+        before = cpu.sample()
         t0 = time.perf_counter()
         adds = list(ex.map(lambda p: plugin.add(*p), pods))
         wall = time.perf_counter() - t0
+        used = cpu.per_pod_ms(before, cpu.sample(), n)
         checks = list(ex.map(plugin.check, [cid for _, cid in pods]))
         dels = list(ex.map(plugin.delete, [cid for _, cid in pods]))
-    return {"ADD": adds, "CHECK": checks, "DEL": dels, "pods_per_s": n / wall}
+    return {"ADD": adds, "CHECK": checks, "DEL": dels, "pods_per_s": n / wall, "cpu": used}
 
 
 def _setns(fd: int) -> None:
@@ -393,34 +406,69 @@ def plugins(node: Node, tmp: Path) -> tuple[Plugin, Plugin]:
     return ours, ref
 
 
-def report(plugin: Plugin, label: str, phase: dict[str, list[float] | float]) -> None:
+def report(plugin: Plugin, label: str, phase: Phase) -> None:
     print(f"  {plugin.name:18s} {label}")
     for verb in ("ADD", "CHECK", "DEL"):
-        print(f"    {verb:5s} {fmt(phase[verb])}")  # type: ignore[arg-type]
+        print(f"    {verb:5s} {fmt(phase[verb])}")
     if label.startswith("concurrency"):
         print(f"    throughput {phase['pods_per_s']:.1f} pods/s")
+        cpu_ms = sorted(phase["cpu"].items(), key=lambda kv: -kv[1])
+        print(f"    CPU per pod during the ADDs: {sum(v for _, v in cpu_ms):.1f} ms = ", end="")
+        print(" + ".join(f"{k} {v:.1f}" for k, v in cpu_ms if v >= 0.05))
     problems = plugin.invariants(set(plugin.live))
     print(f"    invariants: {problems if problems else 'OK (nothing leaked or duplicated)'}")
 
 
-def latency_runs(node: Node, ours: Plugin, ref: Plugin, args: argparse.Namespace) -> None:
+def latency_runs(node: Node, ours: Plugin, ref: Plugin, args: argparse.Namespace) -> dict[str, Phase]:
+    """Sequential and concurrency-8 phases of both plugins, keyed 'seq <name>' / 'c8 <name>'."""
+    phases = {}
     for p in (ref, ours):  # warm-up: first namespace switch, page cache
         report(p, "warm-up (5 pods)", run_phase(p, 5, 1))
-    for p in (ref, ours):
-        before = len(_agent_log(node))
-        report(p, f"sequential ({args.seq} pods)", run_phase(p, args.seq, 1))
-        if p is ours:
-            print(f"    agent-side medians (ms): {phase_medians(_agent_log(node)[before:])}")
-    for p in (ref, ours):
-        before = len(_agent_log(node))
-        report(p, f"concurrency 8 ({args.pods} pods)", run_phase(p, args.pods, 8))
-        if p is ours:
-            print(f"    agent-side medians (ms): {phase_medians(_agent_log(node)[before:])}")
+    for key, label, n, conc in (
+        ("seq", f"sequential ({args.seq} pods)", args.seq, 1),
+        ("c8", f"concurrency 8 ({args.pods} pods)", args.pods, 8),
+    ):
+        for p in (ref, ours):
+            before = len(_agent_log(node))
+            phases[f"{key} {p.name}"] = phase = run_phase(p, n, conc)
+            report(p, label, phase)
+            if p is ours:
+                print(f"    agent-side medians (ms): {phase_medians(_agent_log(node)[before:])}")
     for p in (ref, ours):
         ready = network_ready(p, args.ready)
         print(f"  {p.name:18s} network ready (ADD start -> ICMP reply from gateway): {fmt(ready)}")
     port_up = fmt(port_up_from_log(node))
     print(f"  {'prismnet':18s} port-up wait (bound + veth made -> ovn-installed seen), all ADDs: {port_up}")
+    return phases
+
+
+def floors(node: Node, ours: Plugin, ref: Plugin, phases: dict[str, Phase]) -> None:
+    """What no agent can beat here, against the targets (see bench/cni_floor.py)."""
+    e = node.endpoints
+    print("  floors: what an ADD costs here before the agent does any work")
+    exe = executable_floor(Path(e["PRISMNET_CNI_BIN"]), e["PRISMNET_AGENT_SOCKET"])
+    for what, ms in exe.items():
+        print(f"    {what:58s} median {ms:6.1f} ms")
+    binding = binding_floor(e, "k8s-bench", e["OVS_BRIDGE"])
+    print("    OVN binding with no agent (veth made beforehand; raw OVSDB; ms from the first commit):")
+    for what, values in binding.milestones.items():
+        print(f"      {what:30s} {fmt(values)}")
+    if f"seq {ref.name}" not in phases:
+        return
+    target = 1.5 * statistics.median(phases[f"seq {ref.name}"]["ADD"])
+    shim = exe["prismnet STATUS (start-up + agent round trip)"]
+    floor = shim + binding.median("ovn-installed")
+    print(
+        f"    ADD target (1.5 x reference median) {target:.1f} ms; floor = prismnet STATUS {shim:.1f} ms"
+        f" + OVN binding {binding.median('ovn-installed'):.1f} ms = {floor:.1f} ms"
+        f" ({'below' if floor < target else 'ABOVE'} the target)"
+    )
+    ours_cpu, ref_cpu = phases[f"c8 {ours.name}"]["cpu"], phases[f"c8 {ref.name}"]["cpu"]
+    ovn = sum(v for k, v in ours_cpu.items() if k.startswith(("ovs", "ovn")))
+    print(
+        f"    throughput: OVS/OVN daemons alone spend {ovn:.1f} ms CPU per pod (ours);"
+        f" the reference spends {sum(ref_cpu.values()):.1f} ms CPU per pod in all"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -439,9 +487,10 @@ def main(argv: list[str] | None = None) -> None:
         monitor = InstalledMonitor(node.endpoints["OVS_DB"])
         monitor.start()
         if not args.faults_only:
-            latency_runs(node, ours, ref, args)
+            phases = latency_runs(node, ours, ref, args)
             lag = fmt(detection_lag(node, monitor))
             print(f"  {'prismnet':18s} ovn-installed seen: agent minus an independent OVSDB monitor: {lag}")
+            floors(node, ours, ref, phases)
         monitor.close()
         if args.faults:
             fault_run(node, ours, args.faults)
