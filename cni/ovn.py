@@ -119,8 +119,13 @@ class Watcher:
                 exp.event.set()
 
 
+RowHook = Callable[[str, Any], None]
+"""Called on the IDL thread with ("create"|"update"|"delete", row) for every change of a table."""
+
+
 class _NotifyingIdl(connection.OvsdbIdl):  # type: ignore[misc]
     watcher: Watcher
+    row_hooks: dict[str, list[RowHook]]
 
     def cooperative_yield(self) -> None:
         """ovsdbapp yields the GIL (time.sleep(0)) after every row of an update, for eventlet.
@@ -128,8 +133,11 @@ class _NotifyingIdl(connection.OvsdbIdl):  # type: ignore[misc]
         IDL thread runs again, delaying commits and the ovn-installed notification."""
 
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
+        table = row._table.name
+        for hook in self.row_hooks.get(table, ()):
+            hook(event, row)
         if event in ("create", "update"):
-            self.watcher.notify(row._table.name, row)
+            self.watcher.notify(table, row)
 
 
 class _NoWaitTransaction(ovs_impl.OvsVsctlTransaction):  # type: ignore[misc]
@@ -177,6 +185,10 @@ class Ovsdb:
     watcher: Watcher
     conn: Any
 
+    def on_row_change(self, table: str, hook: RowHook) -> None:
+        """Call `hook` for every change of `table` from now on (register before relying on it)."""
+        self.conn.idl.row_hooks.setdefault(table, []).append(hook)
+
     def connected(self) -> bool:
         try:
             return bool(self.conn.idl._session.is_connected())
@@ -208,7 +220,7 @@ def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:
         for t in NB_TABLES:
             helper.register_table(t)
     idl = _NotifyingIdl(remote, helper)
-    idl.watcher = watcher
+    idl.watcher, idl.row_hooks = watcher, {}
     conn = connection.Connection(idl, timeout)
     api = _NoWaitOvsApi(conn) if schema == "Open_vSwitch" else _NbApi(conn)
     return Ovsdb(api=api, watcher=watcher, conn=conn)
@@ -236,6 +248,14 @@ class _Read(command.BaseCommand):  # type: ignore[misc]
 
 def _rows(api: Any, table: str) -> list[Any]:
     return list(api.tables[table].rows.values())
+
+
+def by_name(api: Any, table: str, name: str) -> Any:
+    """The row of `table` named `name`, through the IDL's index on `name` (None if absent).
+
+    Interface and Logical_Switch_Port have a schema index on `name`, which ovsdbapp turns
+    into an IDL index: a lookup is O(log n), where a scan converts every row's columns."""
+    return idlutils.row_by_value(api.idl, table, "name", name, None)
 
 
 class OvsPorts:
@@ -279,11 +299,11 @@ class OvsPorts:
 
     def port(self, host_if: str) -> OvsPort | None:
         def fn(api: Any) -> OvsPort | None:
-            for r in _rows(api, "Interface"):
-                if r.name == host_if:
-                    ids = dict(r.external_ids)
-                    return OvsPort(r.name, ids, ids.get("ovn-installed") == "true")
-            return None
+            r = by_name(api, "Interface", host_if)
+            if r is None:
+                return None
+            ids = dict(r.external_ids)
+            return OvsPort(r.name, ids, ids.get("ovn-installed") == "true")
 
         return self._read(fn)  # type: ignore[no-any-return]
 

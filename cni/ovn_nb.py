@@ -20,6 +20,7 @@ address into port_security, during which the port exists without port security.)
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,6 +39,7 @@ from cni.ovn import (
     SwitchInfo,
     _Read,
     _rows,
+    by_name,
     router_mac,
 )
 
@@ -144,20 +146,20 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
         lsp: str,
         external_ids: dict[str, str],
         mac_only: bool,
+        held: PortAddresses,
         before_commit: BeforeCommit = _no_hook,
     ) -> None:
         super().__init__(api)
         self.switch, self.lsp, self.external_ids, self.mac_only = switch, lsp, external_ids, mac_only
-        self.before_commit = before_commit
+        self.held, self.before_commit = held, before_commit
 
     def run_idl(self, txn: Any) -> None:
         ls = next((r for r in _rows(self.api, "Logical_Switch") if r.name == self.switch), None)
         if ls is None:
             raise SubnetsExhausted(f"switch {self.switch} does not exist")
-        subnet = ipaddress.ip_network(ls.external_ids.get(K_SUBNET) or ls.other_config.get("subnet", ""))
+        subnet = ipaddress.IPv4Network(ls.external_ids.get(K_SUBNET) or ls.other_config.get("subnet", ""))
         ls.verify("ports")
-        used = _used_addresses(ls)
-        ip = next((h for h in subnet.hosts() if h not in used), None)
+        ip = _lowest_free(subnet, _used_addresses(ls, self.held))
         if ip is None:
             raise SubnetsExhausted(f"no free address left in {subnet} on {self.switch}")
         mac = router_mac(str(ip))  # 0a:58:<ip>: unique with the address
@@ -170,22 +172,61 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
         self.before_commit("allocate_port")
 
 
-def _used_addresses(ls: Any) -> set[ipaddress.IPv4Address]:
-    used: set[ipaddress.IPv4Address] = set()
+class PortAddresses:
+    """The IPv4 addresses each logical switch port holds, parsed once per version of its row.
+
+    Allocation reads every port of a switch, and python-ovs converts a row's columns on each
+    attribute access (~14 us per port here: 1.8 ms per allocation at 125 pods). The parsed
+    addresses are kept per row UUID and forgotten when the IDL reports the row updated or
+    deleted. Both happen on the IDL's connection thread, where allocation also runs, so a
+    lookup never sees a row newer than its cached addresses.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[Any, frozenset[int]] = {}
+
+    def on_change(self, event: str, row: Any) -> None:
+        if event != "create":
+            self._held.pop(row.uuid, None)
+
+    def of(self, port: Any) -> frozenset[int]:
+        held = self._held.get(port.uuid)
+        if held is None:
+            held = self._held[port.uuid] = frozenset(_ipv4_ints([*port.addresses, *port.dynamic_addresses]))
+        return held
+
+
+def _ipv4_ints(entries: list[str]) -> set[int]:
+    """IPv4 addresses (as integers) in OVN address entries: "MAC IP [IP...]", "router", "dynamic"."""
+    out = set()
+    for entry in entries:
+        for word in entry.split()[1:]:
+            if word.count(".") == 3:
+                try:
+                    out.add(int.from_bytes(socket.inet_aton(word), "big"))
+                except OSError:
+                    continue
+    return out
+
+
+def _used_addresses(ls: Any, held: PortAddresses) -> set[int]:
+    used: set[int] = set()
     for text in ls.other_config.get("exclude_ips", "").split():
         lo, _, hi = text.partition("..")
-        first, last = ipaddress.IPv4Address(lo), ipaddress.IPv4Address(hi or lo)
-        used.update(ipaddress.IPv4Address(i) for i in range(int(first), int(last) + 1))
+        used.update(range(int(ipaddress.IPv4Address(lo)), int(ipaddress.IPv4Address(hi or lo)) + 1))
     if ls.external_ids.get("prismnet.gateway"):
-        used.add(ipaddress.IPv4Address(ls.external_ids["prismnet.gateway"]))
+        used.add(int(ipaddress.IPv4Address(ls.external_ids["prismnet.gateway"])))
     for p in ls.ports:
-        for entry in [*p.addresses, *p.dynamic_addresses]:
-            for word in entry.split()[1:]:
-                try:
-                    used.add(ipaddress.IPv4Address(word))
-                except ValueError:
-                    continue
+        used |= held.of(p)
     return used
+
+
+def _lowest_free(subnet: ipaddress.IPv4Network, used: set[int]) -> ipaddress.IPv4Address | None:
+    """The lowest address of `subnet.hosts()` not in `used`."""
+    first, last = int(subnet.network_address), int(subnet.broadcast_address)
+    if subnet.prefixlen < 31:
+        first, last = first + 1, last - 1
+    return next((ipaddress.IPv4Address(i) for i in range(first, last + 1) if i not in used), None)
 
 
 def _lsp(row: Any, switch: str = "") -> Lsp:
@@ -205,6 +246,8 @@ class Northbound:
     def __init__(self, db: Ovsdb, owner: str, *, before_commit: BeforeCommit = _no_hook) -> None:
         self._db, self._api, self._owner = db, db.api, owner
         self._before_commit = before_commit
+        self._held = PortAddresses()
+        db.on_row_change("Logical_Switch_Port", self._held.on_change)
 
     def ensure_switch(
         self,
@@ -224,7 +267,7 @@ class Northbound:
     ) -> tuple[str, str, int]:
         """Create `lsp` on `switch` with a free address of its subnet: (MAC, IP, prefix length)."""
         ids = {OWNER: self._owner, **external_ids}
-        cmd = _AllocatePort(self._api, switch, lsp, ids, mac_only_security, self._before_commit)
+        cmd = _AllocatePort(self._api, switch, lsp, ids, mac_only_security, self._held, self._before_commit)
         return cmd.execute(check_error=True)  # type: ignore[no-any-return]
 
     def add_port(
@@ -253,12 +296,14 @@ class Northbound:
         self._api.lsp_del(lsp, if_exists=True).execute(check_error=True)
 
     def port(self, lsp: str) -> Lsp | None:
+        """The port named `lsp` (its switch as recorded in its external_ids, if ours)."""
+
         def fn(api: Any) -> Lsp | None:
-            for ls in _rows(api, "Logical_Switch"):
-                for p in ls.ports:
-                    if p.name == lsp:
-                        return _lsp(p, ls.name)
-            return None
+            p = by_name(api, "Logical_Switch_Port", lsp)
+            if p is None:
+                return None
+            ns = p.external_ids.get(K_NS)
+            return _lsp(p, f"k8s-{ns}" if ns else "")
 
         return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-from cni.ovn import Ovsdb, connect
+from cni.ovn import Lsp, Ovsdb, connect
 from cni.ovn_nb import Northbound
 from nodeenv.node import Node
 from tests.integration.cni.conftest import Agent
+
+_NO_PORT = Lsp("", "", (), "", False)
 
 
 def test_four_agents_never_hand_out_one_address_twice(agent: Agent, ovn_node: Node) -> None:
@@ -135,3 +138,34 @@ def test_two_agents_that_carve_at_once_get_distinct_subnets(agent: Agent, ovn_no
             agent.nbctl("--if-exists", "lrp-del", f"rtr-{n}")
         for db in dbs:
             db.stop()
+
+
+def test_allocation_follows_addresses_another_writer_changes(agent: Agent, ovn_node: Node) -> None:
+    """Parsed port addresses are cached per row; an update by someone else must replace them."""
+    db = connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound")
+    nb = Northbound(db, owner="test-cache")
+    try:
+        info = nb.ensure_switch("k8s-cache", ipaddress.IPv4Network("10.99.0.0/16"), 24)
+        net = ipaddress.IPv4Network(info.subnet)
+        host = [str(net.network_address + i) for i in range(7)]  # host[1] is the gateway
+
+        def held_by_foreign(ip: str) -> None:
+            agent.nbctl("lsp-set-addresses", "foreign", f"0a:58:00:00:00:01 {ip}")
+            deadline = time.monotonic() + 10
+            while ip not in " ".join((nb.port("foreign") or _NO_PORT).addresses):
+                assert time.monotonic() < deadline, "the IDL never saw the foreign update"
+                time.sleep(0.01)
+
+        assert nb.allocate_port("k8s-cache", "cache-0", {})[1] == host[2]
+        agent.nbctl("lsp-add", "k8s-cache", "foreign")
+        held_by_foreign(host[3])
+        assert nb.allocate_port("k8s-cache", "cache-1", {})[1] == host[4]
+        held_by_foreign(host[5])  # .3 is free again, .5 is not
+        assert nb.allocate_port("k8s-cache", "cache-2", {})[1] == host[3]
+        assert nb.allocate_port("k8s-cache", "cache-3", {})[1] == host[6]
+    finally:
+        for name in ("cache-0", "cache-1", "cache-2", "cache-3", "foreign"):
+            nb.delete_port(name)
+        agent.nbctl("--if-exists", "ls-del", "k8s-cache")
+        agent.nbctl("--if-exists", "lrp-del", "rtr-k8s-cache")
+        db.stop()
