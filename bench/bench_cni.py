@@ -42,6 +42,7 @@ from typing import Any
 
 from bench import cpu
 from bench.cni_floor import binding_floor, executable_floor
+from cni.ovn_egress import pods_set_name
 from nodeenv.cni_component import CniComponent, CniRuntime
 from nodeenv.daemons import stop
 from nodeenv.node import Node, NodeSettings
@@ -227,7 +228,14 @@ def ours_invariants(node: Node) -> Callable[[set[str]], list[str]]:
         ovs_cids = {w.split("=", 1)[1] for w in ovs if w.startswith("prismnet.container-id=")}
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         k_cids = {w.split("/")[1] for w in links.split() if w.startswith("prismnet:prismnet/")}
-        return _compare({"NB ports": nb_cids, "OVS ports": ovs_cids, "kernel links": k_cids}, live, ips)
+        problems = _compare({"NB ports": nb_cids, "OVS ports": ovs_cids, "kernel links": k_cids}, live, ips)
+        egress = _lines(
+            ["ovn-nbctl", f"--db={e['OVN_NB_DB']}", "--bare", "--columns=addresses", "find", "Address_Set",
+             f"name={pods_set_name(e['OVN_CHASSIS'])}"]
+        )  # fmt: skip
+        if sorted(egress) != sorted(ips):
+            problems.append(f"egress address set {sorted(set(egress) ^ set(ips))[:3]} differs from the pods")
+        return problems
 
     return check
 

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from cni.attachment import Attachment
 from cni.errors import CniError, DelegatedPluginError, InvalidNetworkConfig, IpamFailure
+from cni.ovn_egress import pods_set_name
 from cni.ovn_nb import Northbound, SubnetsExhausted
 from cni.wire import CniRequest, CniResult, Dns, IpConfig, Route
 
@@ -81,7 +82,9 @@ class OvnIpam:
         if not info.subnet or not info.gateway:
             raise IpamFailure(f"switch {att.switch} exists without a PrismNET subnet; cannot allocate")
         try:
-            mac, ip, plen = self._nb.allocate_port(att.switch, att.lsp, att.external_ids())
+            mac, ip, plen = self._nb.allocate_port(
+                att.switch, att.lsp, att.external_ids(), address_set=pods_set_name(att.node)
+            )
         except SubnetsExhausted as e:
             raise IpamFailure(str(e)) from e
         return Allocation(

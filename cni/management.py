@@ -62,7 +62,9 @@ def ensure_management_port(
             raise RuntimeError(f"ovn-controller did not install the management port {lsp}")
     port = ManagementPort(s.management_if, lsp, f"{ip}/{plen}", info.gateway)
     if s.masquerade:
-        nb.ensure_default_route(ip)
+        nb.ensure_default_route(ip)  # the fallback; each node's pods are rerouted to their node:
+        pods = nb.egress().ensure(node, ip, s.cluster_cidr)
+        log.info("egress of node %s (%d pod addresses) leaves through %s", node, pods, ip)
         _write(f"/proc/sys/net/ipv4/conf/{s.management_if}/forwarding", "1")
         _ensure_masquerade(s)
     log.info("management port %s is %s on %s", s.management_if, port.address, switch)
@@ -125,5 +127,6 @@ def teardown_ovn(s: AgentSettings, nb: Northbound, ovs: OvsPorts, node: str, mgm
     _, lsp = management_names(node)
     ovs.unbind(s.management_if)
     nb.delete_port(lsp)
+    nb.egress().delete(node)
     if mgmt_ip:
         nb.delete_default_route(mgmt_ip)

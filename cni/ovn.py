@@ -63,6 +63,8 @@ NB_TABLES = (
     "Logical_Router",
     "Logical_Router_Port",
     "Logical_Router_Static_Route",
+    "Logical_Router_Policy",
+    "Address_Set",
 )
 
 

@@ -42,6 +42,7 @@ from cni.ovn import (
     by_name,
     router_mac,
 )
+from cni.ovn_egress import NodeEgress, TrackPort, ipv4_of, track
 
 
 class SubnetsExhausted(RuntimeError):
@@ -147,11 +148,12 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
         external_ids: dict[str, str],
         mac_only: bool,
         held: PortAddresses,
+        address_set: str,
         before_commit: BeforeCommit = _no_hook,
     ) -> None:
         super().__init__(api)
         self.switch, self.lsp, self.external_ids, self.mac_only = switch, lsp, external_ids, mac_only
-        self.held, self.before_commit = held, before_commit
+        self.held, self.address_set, self.before_commit = held, address_set, before_commit
 
     def run_idl(self, txn: Any) -> None:
         ls = next((r for r in _rows(self.api, "Logical_Switch") if r.name == self.switch), None)
@@ -168,6 +170,7 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
         port.port_security = [mac if self.mac_only else f"{mac} {ip}"]
         port.external_ids = self.external_ids
         ls.addvalue("ports", port)
+        track(self.api, self.address_set, [str(ip)], add=True)
         self.result = (mac, str(ip), subnet.prefixlen)
         self.before_commit("allocate_port")
 
@@ -249,6 +252,10 @@ class Northbound:
         self._held = PortAddresses()
         db.on_row_change("Logical_Switch_Port", self._held.on_change)
 
+    def egress(self) -> NodeEgress:
+        """Per-node egress policies and pod address sets (cni/ovn_egress.py)."""
+        return NodeEgress(self._api, self._owner)
+
     def ensure_switch(
         self,
         switch: str,
@@ -263,11 +270,21 @@ class Northbound:
         return cmd.execute(check_error=True)  # type: ignore[no-any-return]
 
     def allocate_port(
-        self, switch: str, lsp: str, external_ids: Mapping[str, str], *, mac_only_security: bool = False
+        self,
+        switch: str,
+        lsp: str,
+        external_ids: Mapping[str, str],
+        *,
+        mac_only_security: bool = False,
+        address_set: str = "",
     ) -> tuple[str, str, int]:
-        """Create `lsp` on `switch` with a free address of its subnet: (MAC, IP, prefix length)."""
+        """Create `lsp` on `switch` with a free address of its subnet: (MAC, IP, prefix length).
+
+        The address also goes into `address_set` (the node's egress set), if that exists."""
         ids = {OWNER: self._owner, **external_ids}
-        cmd = _AllocatePort(self._api, switch, lsp, ids, mac_only_security, self._held, self._before_commit)
+        cmd = _AllocatePort(
+            self._api, switch, lsp, ids, mac_only_security, self._held, address_set, self._before_commit
+        )
         return cmd.execute(check_error=True)  # type: ignore[no-any-return]
 
     def add_port(
@@ -277,10 +294,13 @@ class Northbound:
         addresses: list[str],
         port_security: list[str],
         external_ids: Mapping[str, str],
+        *,
+        address_set: str = "",
     ) -> None:
-        """Create (or overwrite) a pod's port on `switch`."""
+        """Create (or overwrite) a pod's port on `switch` (its IPv4 addresses into `address_set`)."""
         ids = {OWNER: self._owner, **external_ids}
         with self._api.transaction(check_error=True) as txn:
+            txn.add(TrackPort(self._api, address_set, lsp, add=False))  # an overwritten port's old ones
             txn.add(self._api.lsp_add(switch, lsp, may_exist=True))
             txn.add(
                 self._api.db_set(
@@ -291,9 +311,13 @@ class Northbound:
                     ("external_ids", ids),
                 )
             )
+            txn.add(TrackPort(self._api, address_set, lsp, add=True, ips=ipv4_of(addresses)))
 
-    def delete_port(self, lsp: str) -> None:
-        self._api.lsp_del(lsp, if_exists=True).execute(check_error=True)
+    def delete_port(self, lsp: str, *, address_set: str = "") -> None:
+        """Delete the port (nothing if it is gone) and its IPv4 addresses from `address_set`."""
+        with self._api.transaction(check_error=True) as txn:
+            txn.add(TrackPort(self._api, address_set, lsp, add=False))
+            txn.add(self._api.lsp_del(lsp, if_exists=True))
 
     def port(self, lsp: str) -> Lsp | None:
         """The port named `lsp` (its switch as recorded in its external_ids, if ours)."""

@@ -37,6 +37,8 @@ class AgentSettings:
     """Masquerade pod traffic leaving the cluster CIDR through the node (iptables)."""
     node_name: str = ""
     """Defaults to the OVS system-id (the OVN chassis name)."""
+    management_interface: str = ""
+    """Kernel name of the management port; default `pnm-<bridge>`."""
     log_level: str = "info"
     dns_servers: str = ""
     """Comma-separated nameservers returned in results (OVN IPAM)."""
@@ -45,8 +47,9 @@ class AgentSettings:
 
     @property
     def management_if(self) -> str:
-        """Kernel name of the management port, derived from the bridge so node envs never collide."""
-        return f"pnm-{self.bridge}"[:15]
+        """Kernel name of the management port (by default derived from the bridge, so node
+        environments never collide)."""
+        return self.management_interface or f"pnm-{self.bridge}"[:15]
 
     @property
     def cluster_network(self) -> ipaddress.IPv4Network:
@@ -67,8 +70,8 @@ class AgentSettings:
         net = ipaddress.IPv4Network(self.cluster_cidr)
         if not net.prefixlen < self.subnet_prefix <= 30:
             raise ValueError(f"subnet prefix /{self.subnet_prefix} must be longer than {net} and at most /30")
-        if len(self.bridge) > 15:
-            raise ValueError("bridge names are at most 15 characters")
+        if len(self.bridge) > 15 or len(self.management_interface) > 15:
+            raise ValueError("bridge and interface names are at most 15 characters")
         if not 576 <= self.mtu <= 65535:
             raise ValueError("mtu must be between 576 and 65535")
 
@@ -118,6 +121,7 @@ def _doc(name: str) -> str:
         "management_port": "create the node management port",
         "masquerade": "masquerade pod egress through the node",
         "node_name": "node name (default: OVS system-id)",
+        "management_interface": "kernel name of the management port (default pnm-<bridge>)",
         "log_level": "log level",
         "dns_servers": "comma-separated nameservers in results",
         "dns_search": "comma-separated DNS search domains in results",

@@ -139,6 +139,7 @@ class CniServer:
             await self._locks.run(
                 f"{att.container_id}/{att.ifname}", functools.partial(svc.remove_stale, req, att)
             )
+        await asyncio.to_thread(svc.resync_egress)
 
 
 async def serve_unix(app: web.Application, path: Path) -> web.AppRunner:

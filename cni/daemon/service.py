@@ -25,6 +25,7 @@ from cni.errors import (
 from cni.ipam import OVN_IPAM_TYPES, AddressSource, Allocation, DelegatedIpam
 from cni.links import HostEnd, Links, NetnsGone, PodLinkConfig
 from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, Ovsdb, OvsPorts
+from cni.ovn_egress import pods_set_name
 from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
 from cni.wire import CniRequest, CniResult, Interface, IpConfig, NetConf
@@ -162,7 +163,9 @@ class PodNetworkService:
             gateway=alloc.ips[0].gateway,
         )
         addr = " ".join([mac, *(str(ipaddress.ip_interface(i.address).ip) for i in alloc.ips)])
-        self._a.nb.add_port(att.switch, att.lsp, [addr], [addr], att.external_ids())
+        self._a.nb.add_port(
+            att.switch, att.lsp, [addr], [addr], att.external_ids(), address_set=pods_set_name(att.node)
+        )
         return mac
 
     def _result(
@@ -205,9 +208,9 @@ class PodNetworkService:
             lsp = port.external_ids.get(K_LSP, att.lsp) if port else att.lsp
             if port is not None:
                 self._a.ovs.unbind(att.host_if)
-            self._a.nb.delete_port(lsp)
+            self._a.nb.delete_port(lsp, address_set=pods_set_name(att.node))
             if lsp != att.lsp:
-                self._a.nb.delete_port(att.lsp)
+                self._a.nb.delete_port(att.lsp, address_set=pods_set_name(att.node))
             source.release(req, att)
             timer.mark("ovsdb_ipam_ms")
         finally:
@@ -279,7 +282,13 @@ class PodNetworkService:
         stale = self.stale_attachments(req)
         for att in stale:
             self.remove_stale(req, att)
+        self.resync_egress()
         return [a.key for a in stale]
+
+    def resync_egress(self) -> None:
+        """Rebuild this node's egress address set from its ports (a no-op without one)."""
+        if self._a.nb.egress().resync(self.node):
+            log.warning("egress address set of node %s had drifted from its ports; rebuilt", self.node)
 
     def stale_attachments(self, req: CniRequest) -> list[Attachment]:
         """Attachments of this network on this node (OVS ports, NB ports, veth aliases) not listed valid."""

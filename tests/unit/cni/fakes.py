@@ -86,9 +86,22 @@ class FakeOvs:
 
 
 @dataclass
+class FakeEgress:
+    resyncs: list[str] = field(default_factory=list)
+
+    def resync(self, node: str) -> bool:
+        self.resyncs.append(node)
+        return False
+
+
+@dataclass
 class FakeNb:
     lsps: dict[str, Lsp] = field(default_factory=dict)
     switches: dict[str, SwitchInfo] = field(default_factory=dict)
+    tracked_in: dict[str, str] = field(default_factory=dict)
+    """lsp -> the egress address set add_port was given."""
+    untracked_from: dict[str, str] = field(default_factory=dict)
+    node_egress: FakeEgress = field(default_factory=FakeEgress)
 
     def ensure_switch(
         self, switch: str, cluster: object, prefix: int, subnet: object = None, gateway: str = ""
@@ -102,11 +115,18 @@ class FakeNb:
         addresses: list[str],
         port_security: list[str],
         external_ids: dict[str, str],
+        *,
+        address_set: str = "",
     ) -> None:
         self.lsps[lsp] = Lsp(lsp, switch, tuple(addresses), "", True, dict(external_ids))
+        self.tracked_in[lsp] = address_set
 
-    def delete_port(self, lsp: str) -> None:
+    def delete_port(self, lsp: str, *, address_set: str = "") -> None:
         self.lsps.pop(lsp, None)
+        self.untracked_from[lsp] = address_set
+
+    def egress(self) -> FakeEgress:
+        return self.node_egress
 
     def port(self, lsp: str) -> Lsp | None:
         return self.lsps.get(lsp)

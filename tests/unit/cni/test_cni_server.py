@@ -68,6 +68,9 @@ class FakeService:
         with self.lock:
             self.removed_during_add = self.active.get(att.container_id, 0) > 0
 
+    def resync_egress(self) -> None:
+        return None
+
     def status(self, req: CniRequest) -> None:
         return None
 

@@ -8,6 +8,7 @@ import pytest
 
 from cni.daemon.service import Adapters, PodNetworkService
 from cni.errors import CheckFailed, ContainerUnknown, PluginNotAvailable, PortNotReady
+from cni.ovn_egress import pods_set_name
 from cni.settings import AgentSettings
 from cni.wire import CniRequest
 from tests.unit.cni.fakes import FakeDb, FakeIpam, FakeLinks, FakeNb, FakeOvs
@@ -55,6 +56,7 @@ def test_add_wires_everything_and_returns_the_result(parts) -> None:
     (host_if,) = links.host
     assert ovs.ports[host_if]["iface-id"] == "web-c1" and nb.lsps["web-c1"].switch == "k8s-ns1"
     assert nb.lsps["web-c1"].addresses == ("0a:58:0a:00:00:0a 10.0.0.10",)
+    assert nb.tracked_in["web-c1"] == pods_set_name("node-1"), "the pod's IP joins its node's egress set"
 
 
 def test_add_that_times_out_removes_all_it_made(parts) -> None:
@@ -80,6 +82,7 @@ def test_del_is_idempotent(parts) -> None:
     svc.delete(req("DEL"))
     svc.delete(req("DEL"))
     assert (links.host, ovs.ports, nb.lsps, ipam.held) == ({}, {}, {}, {})
+    assert nb.untracked_from["web-c1"] == pods_set_name("node-1")
 
 
 def test_check_passes_then_names_each_drift(parts) -> None:
@@ -103,6 +106,7 @@ def test_gc_removes_only_invalid_attachments(parts) -> None:
     assert (
         set(nb.lsps) == {"web-keep"} and set(ipam.held) == {"keep"} and len(links.host) == len(ovs.ports) == 1
     )
+    assert nb.node_egress.resyncs == ["node-1"], "GC also rebuilds the node's egress address set"
 
 
 def test_status_reports_what_is_down(parts) -> None:
