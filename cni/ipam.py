@@ -25,7 +25,7 @@ from typing import Protocol
 from cni.attachment import Attachment
 from cni.errors import CniError, DelegatedPluginError, InvalidNetworkConfig, IpamFailure
 from cni.ovn_egress import pods_set_name
-from cni.ovn_nb import Northbound, SubnetsExhausted
+from cni.ovn_nb import Allocated, Northbound, NotOurSwitch, SubnetsExhausted, SwitchMissing
 from cni.wire import CniRequest, CniResult, Dns, IpConfig, Route
 
 log = logging.getLogger(__name__)
@@ -76,23 +76,24 @@ class OvnIpam:
 
     def allocate(self, req: CniRequest, att: Attachment) -> Allocation:
         try:
-            info = self._nb.ensure_switch(att.switch, self._cluster, self._prefix)
-        except SubnetsExhausted as e:
-            raise IpamFailure(str(e)) from e
-        if not info.subnet or not info.gateway:
-            raise IpamFailure(f"switch {att.switch} exists without a PrismNET subnet; cannot allocate")
-        try:
-            mac, ip, plen = self._nb.allocate_port(
-                att.switch, att.lsp, att.external_ids(), address_set=pods_set_name(att.node)
-            )
-        except SubnetsExhausted as e:
+            try:
+                got = self._allocate(att)
+            except SwitchMissing:  # the namespace's first pod: create its switch, subnet, router port
+                self._nb.ensure_switch(att.switch, self._cluster, self._prefix)
+                got = self._allocate(att)
+        except (SubnetsExhausted, NotOurSwitch) as e:
             raise IpamFailure(str(e)) from e
         return Allocation(
-            ips=(IpConfig(address=f"{ip}/{plen}", gateway=info.gateway, interface=1),),
-            routes=(Route(dst="0.0.0.0/0", gw=info.gateway),),
+            ips=(IpConfig(address=f"{got.ip}/{got.prefixlen}", gateway=got.gateway, interface=1),),
+            routes=(Route(dst="0.0.0.0/0", gw=got.gateway),),
             dns=self._dns,
-            mac=mac,
+            mac=got.mac,
             port_created=True,
+        )
+
+    def _allocate(self, att: Attachment) -> Allocated:
+        return self._nb.allocate_port(
+            att.switch, att.lsp, att.external_ids(), address_set=pods_set_name(att.node)
         )
 
     def release(self, req: CniRequest, att: Attachment) -> None:

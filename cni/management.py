@@ -50,7 +50,7 @@ def ensure_management_port(
     else:
         # MAC-only port security: the node forwards (DNAT, masquerade) traffic of other sources.
         ids = {"prismnet.node": node, "prismnet.role": "management"}
-        mac, ip, plen = nb.allocate_port(switch, lsp, ids, mac_only_security=True)
+        mac, ip, plen, _ = nb.allocate_port(switch, lsp, ids, mac_only_security=True)
     with ovs.expect_installed(s.management_if) as installed:
         ovs.bind(s.management_if, lsp, {"prismnet.role": "management"}, internal=True)
         _wait_device(links, s.management_if)

@@ -23,7 +23,7 @@ import ipaddress
 import socket
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ovsdbapp.backend.ovs_idl import command  # type: ignore[import-untyped]
 
@@ -47,6 +47,22 @@ from cni.ovn_egress import NodeEgress, TrackPort, ipv4_of, track
 
 class SubnetsExhausted(RuntimeError):
     pass
+
+
+class SwitchMissing(LookupError):
+    """allocate_port's switch does not exist yet (create it with ensure_switch, then retry)."""
+
+
+class NotOurSwitch(RuntimeError):
+    """The switch exists without a PrismNET subnet and gateway: its addresses are not ours to give."""
+
+
+class Allocated(NamedTuple):
+    mac: str
+    ip: str
+    prefixlen: int
+    gateway: str
+    """The switch's router port address ('' on a switch without one)."""
 
 
 BeforeCommit = Callable[[str], None]
@@ -158,8 +174,11 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
     def run_idl(self, txn: Any) -> None:
         ls = next((r for r in _rows(self.api, "Logical_Switch") if r.name == self.switch), None)
         if ls is None:
-            raise SubnetsExhausted(f"switch {self.switch} does not exist")
-        subnet = ipaddress.IPv4Network(ls.external_ids.get(K_SUBNET) or ls.other_config.get("subnet", ""))
+            raise SwitchMissing(f"switch {self.switch} does not exist")
+        info = _switch_info(ls)
+        if not info.subnet or not info.gateway:
+            raise NotOurSwitch(f"switch {self.switch} exists without a PrismNET subnet; cannot allocate")
+        subnet = ipaddress.IPv4Network(info.subnet)
         ls.verify("ports")
         ip = _lowest_free(subnet, _used_addresses(ls, self.held))
         if ip is None:
@@ -171,7 +190,7 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
         port.external_ids = self.external_ids
         ls.addvalue("ports", port)
         track(self.api, self.address_set, [str(ip)], add=True)
-        self.result = (mac, str(ip), subnet.prefixlen)
+        self.result = Allocated(mac, str(ip), subnet.prefixlen, info.gateway)
         self.before_commit("allocate_port")
 
 
@@ -267,7 +286,8 @@ class Northbound:
         cmd = _EnsureSwitch(
             self._api, switch, cluster, prefix, subnet, gateway, self._owner, self._before_commit
         )
-        return cmd.execute(check_error=True)  # type: ignore[no-any-return]
+        # our exceptions are answers (no subnet left), raised to the caller: not ovsdbapp's to log
+        return cmd.execute(check_error=True, log_errors=False)  # type: ignore[no-any-return]
 
     def allocate_port(
         self,
@@ -277,15 +297,16 @@ class Northbound:
         *,
         mac_only_security: bool = False,
         address_set: str = "",
-    ) -> tuple[str, str, int]:
-        """Create `lsp` on `switch` with a free address of its subnet: (MAC, IP, prefix length).
+    ) -> Allocated:
+        """Create `lsp` on `switch` with a free address of its subnet (SwitchMissing if there is no
+        such switch: allocation needs no other round trip in the usual case).
 
         The address also goes into `address_set` (the node's egress set), if that exists."""
         ids = {OWNER: self._owner, **external_ids}
         cmd = _AllocatePort(
             self._api, switch, lsp, ids, mac_only_security, self._held, address_set, self._before_commit
         )
-        return cmd.execute(check_error=True)  # type: ignore[no-any-return]
+        return cmd.execute(check_error=True, log_errors=False)  # type: ignore[no-any-return]
 
     def add_port(
         self,

@@ -99,3 +99,18 @@ def test_0_4_0_result_has_ip_versions(agent: Agent, pods: Pods) -> None:
     pods.created[-1] = (name, env["CNI_CONTAINERID"], env["CNI_ARGS"], out)
     assert rc == 0, out
     assert out["cniVersion"] == "0.4.0" and out["ips"][0]["version"] == "4"
+
+
+def test_a_namespace_switch_someone_else_made_is_not_allocated_from(agent: Agent, pods: Pods) -> None:
+    """A `k8s-<ns>` switch without PrismNET's subnet: code 102, and the ADD leaves nothing."""
+    agent.nbctl("ls-add", "k8s-foreign")
+    try:
+        netns, path = pods.netns()
+        call = agent.runtime().add("f" * 32, path, args="K8S_POD_NAMESPACE=foreign;K8S_POD_NAME=p")
+        assert call.rc == 1 and call.out["code"] == 102, call.out
+        assert "without a PrismNET subnet" in call.out["msg"]
+        assert agent.nbctl("--bare", "--columns=ports", "list", "Logical_Switch", "k8s-foreign").strip() == ""
+        links = subprocess.run(["ip", "-n", netns, "-o", "link"], capture_output=True, text=True).stdout
+        assert "eth0" not in links
+    finally:
+        agent.nbctl("--if-exists", "ls-del", "k8s-foreign")

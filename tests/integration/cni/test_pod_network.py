@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
@@ -51,3 +52,13 @@ def test_pods_ping_within_and_across_namespaces_and_node(agent: Agent, pods: Pod
     ping(a, pod_ip(rc))
     ping(c, pod_ip(ra))
     ping(None, pod_ip(rc))  # node -> pod through the management port
+
+
+def test_first_pod_of_a_namespace_logs_no_error(agent: Agent, pods: Pods) -> None:
+    """Its switch does not exist yet: allocation says so and the agent creates it, quietly."""
+    log = agent.node.run_dir / "prismnet" / "agent.log"
+    mark = len(log.read_text().splitlines())
+    pods.add(f"fresh{os.getpid()}", "first")
+    new = [json.loads(line) for line in log.read_text().splitlines()[mark:] if line.startswith("{")]
+    assert any(rec["msg"].startswith("added ") for rec in new), new
+    assert [rec for rec in new if rec["level"] not in ("debug", "info")] == []
