@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu
-from bench.cni_floor import binding_floor, executable_floor
+from bench.cni_floor import RawOvsdb, binding_floor, executable_floor, ids_have
 from cni.ovn_egress import pods_set_name
 from nodeenv.cni_component import CniComponent, CniRuntime
 from nodeenv.daemons import stop
@@ -286,7 +286,7 @@ def bench_node(tmp: Path) -> Iterator[Node]:
                 subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
-class InstalledMonitor(threading.Thread):
+class InstalledMonitor:
     """An independent OVSDB monitor (raw JSON-RPC, no ovsdbapp) noting when each Interface gets
     external_ids:ovn-installed=true, on CLOCK_MONOTONIC like the agent's own timestamps.
 
@@ -295,57 +295,27 @@ class InstalledMonitor(threading.Thread):
     be up to its polling interval."""
 
     def __init__(self, remote: str) -> None:
-        super().__init__(daemon=True)
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(remote.removeprefix("unix:"))
-        self.seen: dict[str, float] = {}
-        request = {
-            "method": "monitor",
-            "id": 1,
-            "params": ["Open_vSwitch", None, {"Interface": {"columns": ["name", "external_ids"]}}],
-        }
-        self.sock.sendall(json.dumps(request).encode())
+        self._db = RawOvsdb(remote, "Open_vSwitch", {"Interface": ["name", "external_ids"]})
 
-    def run(self) -> None:
-        buf, dec = "", json.JSONDecoder()
-        while chunk := self._recv():
-            buf += chunk
-            while buf.strip():
-                try:
-                    msg, end = dec.raw_decode(buf.lstrip())
-                except ValueError:
-                    break
-                buf = buf.lstrip()[end:]
-                self._handle(msg, time.monotonic())
-
-    def _recv(self) -> str:
-        try:
-            return self.sock.recv(1 << 20).decode()
-        except OSError:
-            return ""
-
-    def _handle(self, msg: dict[str, object], now: float) -> None:
-        if msg.get("method") == "echo":
-            self.sock.sendall(json.dumps({"id": msg["id"], "result": msg["params"], "error": None}).encode())
-        if msg.get("method") != "update":
-            return
-        for row in (msg["params"][1].get("Interface") or {}).values():  # type: ignore[index]
-            new = row.get("new") or {}
-            ids = dict(new.get("external_ids", ["map", []])[1])
-            if ids.get("ovn-installed") == "true" and new.get("name") not in self.seen:
-                self.seen[new["name"]] = now
+    @property
+    def seen(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for at, _, row in list(self._db.events):
+            if row.get("name") not in out and ids_have(row, "ovn-installed", "true"):
+                out[row["name"]] = at
+        return out
 
     def close(self) -> None:
-        self.sock.close()
+        self._db.close()
 
 
 def detection_lag(node: Node, monitor: InstalledMonitor) -> list[float]:
-    out = []
+    out, seen = [], monitor.seen
     for line in (node.run_dir / "prismnet" / "agent.log").read_text().splitlines():
         if '"installed_seen_at"' in line:
             rec = json.loads(line)
-            if rec.get("host_if") in monitor.seen:
-                out.append((float(rec["installed_seen_at"]) - monitor.seen[rec["host_if"]]) * 1000)
+            if rec.get("host_if") in seen:
+                out.append((float(rec["installed_seen_at"]) - seen[rec["host_if"]]) * 1000)
     return out
 
 
@@ -503,7 +473,6 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="cnib-", dir="/tmp") as d, bench_node(Path(d)) as node:
         ours, ref = plugins(node, Path(d))
         monitor = InstalledMonitor(node.endpoints["OVS_DB"])
-        monitor.start()
         if not args.faults_only:
             phases = latency_runs(node, ours, ref, args)
             lag = fmt(detection_lag(node, monitor))

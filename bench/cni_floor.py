@@ -108,7 +108,7 @@ class BindingFloor:
         return statistics.median(self.milestones[name])
 
 
-def _ids_have(row: dict[str, Any], key: str, value: str) -> bool:
+def ids_have(row: dict[str, Any], key: str, value: str) -> bool:
     ids = row.get("external_ids")
     return isinstance(ids, list) and [key, value] in ids[1]
 
@@ -191,7 +191,7 @@ def _one_binding(
     while installed is None and time.monotonic() < deadline:
         time.sleep(0.001)
         installed = ovs.first(
-            marks[2], "Interface", lambda r: r.get("name") == host and _ids_have(r, "ovn-installed", "true")
+            marks[2], "Interface", lambda r: r.get("name") == host and ids_have(r, "ovn-installed", "true")
         )
     if installed is None:
         raise TimeoutError(f"{lsp} was not installed within 10 s")
