@@ -260,6 +260,22 @@ def by_name(api: Any, table: str, name: str) -> Any:
     return idlutils.row_by_value(api.idl, table, "name", name, None)
 
 
+class _Unbind(command.BaseCommand):  # type: ignore[misc]
+    """ovsdbapp's del_port converts the bridge's whole port list to check membership (O(n) per
+    DEL); removing the reference is a mutation that needs no read. The Port and its Interface
+    are not root rows: OVSDB deletes them with the last reference."""
+
+    def __init__(self, api: Any, bridge: str, host_if: str) -> None:
+        super().__init__(api)
+        self.bridge, self.host_if = bridge, host_if
+
+    def run_idl(self, txn: Any) -> None:
+        port = by_name(self.api, "Port", self.host_if)
+        bridge = by_name(self.api, "Bridge", self.bridge)
+        if port is not None and bridge is not None:
+            bridge.delvalue("ports", port)
+
+
 class OvsPorts:
     """Pod ports on the integration bridge of the local ovs-vswitchd."""
 
@@ -297,7 +313,8 @@ class OvsPorts:
             txn.add(self._api.db_set("Interface", host_if, *cols))
 
     def unbind(self, host_if: str) -> None:
-        self._api.del_port(host_if, if_exists=True).execute(check_error=True)
+        """Remove the port from the bridge (nothing if it is gone)."""
+        _Unbind(self._api, self._bridge, host_if).execute(check_error=True)
 
     def port(self, host_if: str) -> OvsPort | None:
         def fn(api: Any) -> OvsPort | None:

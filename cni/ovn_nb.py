@@ -259,6 +259,29 @@ def _lowest_free(subnet: ipaddress.IPv4Network, used: set[int]) -> ipaddress.IPv
     return next((ipaddress.IPv4Address(i) for i in range(first, last + 1) if i not in used), None)
 
 
+class _DeletePort(command.BaseCommand):  # type: ignore[misc]
+    """Remove a port from its switch: for a pod's port, the switch named by its namespace.
+
+    ovsdbapp's lsp_del finds the switch by converting member lists (O(n) per DEL); a pod port
+    records its namespace, and removing the reference is a mutation that needs no read. A
+    port is not a root row: OVSDB deletes it with its last reference. Ports without a
+    namespace (the management port) are looked up the long way."""
+
+    def __init__(self, api: Any, lsp: str) -> None:
+        super().__init__(api)
+        self.lsp = lsp
+
+    def run_idl(self, txn: Any) -> None:
+        row = by_name(self.api, "Logical_Switch_Port", self.lsp)
+        if row is None:
+            return
+        ns = row.external_ids.get(K_NS)
+        switches = _rows(self.api, "Logical_Switch")
+        home = next((ls for ls in switches if ns and ls.name == f"k8s-{ns}"), None)
+        for ls in [home] if home is not None else [ls for ls in switches if row in ls.ports]:
+            ls.delvalue("ports", row)
+
+
 def _lsp(row: Any, switch: str = "") -> Lsp:
     return Lsp(
         name=row.name,
@@ -346,7 +369,9 @@ class Northbound:
         """Delete the port (nothing if it is gone) and its IPv4 addresses from `address_set`."""
         with self._api.transaction(check_error=True) as txn:
             txn.add(TrackPort(self._api, address_set, lsp, add=False))
-            txn.add(self._api.lsp_del(lsp, if_exists=True))
+            txn.add(_DeletePort(self._api, lsp))
+        if self.port(lsp) is not None:  # not on its namespace's switch (moved by hand): the long way
+            self._api.lsp_del(lsp, if_exists=True).execute(check_error=True)
 
     def port(self, lsp: str) -> Lsp | None:
         """The port named `lsp` (its switch as recorded in its external_ids, if ours)."""

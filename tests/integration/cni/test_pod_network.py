@@ -62,3 +62,36 @@ def test_first_pod_of_a_namespace_logs_no_error(agent: Agent, pods: Pods) -> Non
     new = [json.loads(line) for line in log.read_text().splitlines()[mark:] if line.startswith("{")]
     assert any(rec["msg"].startswith("added ") for rec in new), new
     assert [rec for rec in new if rec["level"] not in ("debug", "info")] == []
+
+
+def test_del_removes_every_row_even_for_a_port_moved_by_hand(agent: Agent, pods: Pods) -> None:
+    """DEL drops the references; OVSDB then deletes the (non-root) Port, Interface and LSP rows."""
+    name, cid, result = pods.add("movea", "m")
+    host_if = result["interfaces"][0]["name"]
+    lsp = f"m-{cid}"
+    uuid = agent.nbctl("--bare", "--columns=_uuid", "find", "Logical_Switch_Port", f"name={lsp}").strip()
+    agent.nbctl("ls-add", "k8s-moveb")
+    try:
+        agent.nbctl(  # one transaction: a port referenced by no switch is deleted at once
+            "remove",
+            "Logical_Switch",
+            "k8s-movea",
+            "ports",
+            uuid,
+            "--",
+            "add",
+            "Logical_Switch",
+            "k8s-moveb",
+            "ports",
+            uuid,
+        )
+        args = pods.created[-1][2]
+        assert agent.runtime().delete(cid, f"/run/netns/{name}", result, args=args).rc == 0
+        assert (
+            agent.nbctl("--bare", "--columns=name", "find", "Logical_Switch_Port", f"name={lsp}").strip()
+            == ""
+        )
+        for table in ("Port", "Interface"):
+            assert agent.vsctl("--bare", "--columns=name", "find", table, f"name={host_if}").strip() == ""
+    finally:
+        agent.nbctl("--if-exists", "ls-del", "k8s-moveb")
