@@ -95,3 +95,12 @@ def test_del_removes_every_row_even_for_a_port_moved_by_hand(agent: Agent, pods:
             assert agent.vsctl("--bare", "--columns=name", "find", table, f"name={host_if}").strip() == ""
     finally:
         agent.nbctl("--if-exists", "ls-del", "k8s-moveb")
+
+
+def test_add_gives_ovs_vswitchd_nothing_to_warn_about(agent: Agent, pods: Pods) -> None:
+    """The host end exists before its OVS port: no "could not open network device" per pod."""
+    log = agent.node.run_dir / "ovs" / "ovs-vswitchd.log"
+    mark = len(log.read_text(errors="replace").splitlines())
+    hosts = [pods.add("quiet", f"q{i}")[2]["interfaces"][0]["name"] for i in range(12)]
+    new = log.read_text(errors="replace").splitlines()[mark:]
+    assert [line for line in new if any(h in line for h in hosts) and "|WARN|" in line] == []
