@@ -315,6 +315,8 @@ class OvsPorts:
     def unbind(self, host_if: str) -> None:
         """Remove the port from the bridge (nothing if it is gone)."""
         _Unbind(self._api, self._bridge, host_if).execute(check_error=True)
+        if self.port(host_if) is not None:  # not on our bridge (moved by hand): the long way
+            self._api.del_port(host_if, if_exists=True).execute(check_error=True)
 
     def port(self, host_if: str) -> OvsPort | None:
         def fn(api: Any) -> OvsPort | None:

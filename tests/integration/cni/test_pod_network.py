@@ -64,14 +64,20 @@ def test_first_pod_of_a_namespace_logs_no_error(agent: Agent, pods: Pods) -> Non
     assert [rec for rec in new if rec["level"] not in ("debug", "info")] == []
 
 
-def test_del_removes_every_row_even_for_a_port_moved_by_hand(agent: Agent, pods: Pods) -> None:
+def test_del_removes_every_row_even_for_ports_moved_by_hand(agent: Agent, pods: Pods) -> None:
     """DEL drops the references; OVSDB then deletes the (non-root) Port, Interface and LSP rows."""
     name, cid, result = pods.add("movea", "m")
     host_if = result["interfaces"][0]["name"]
     lsp = f"m-{cid}"
     uuid = agent.nbctl("--bare", "--columns=_uuid", "find", "Logical_Switch_Port", f"name={lsp}").strip()
     agent.nbctl("ls-add", "k8s-moveb")
+    agent.vsctl("add-br", "br-cnimove", "--", "set", "Bridge", "br-cnimove", "datapath_type=netdev")
     try:
+        port = agent.vsctl("--bare", "--columns=_uuid", "find", "Port", f"name={host_if}").strip()
+        bridge = agent.node.endpoints["OVS_BRIDGE"]
+        agent.vsctl(
+            "remove", "Bridge", bridge, "ports", port, "--", "add", "Bridge", "br-cnimove", "ports", port
+        )
         agent.nbctl(  # one transaction: a port referenced by no switch is deleted at once
             "remove",
             "Logical_Switch",
@@ -95,6 +101,7 @@ def test_del_removes_every_row_even_for_a_port_moved_by_hand(agent: Agent, pods:
             assert agent.vsctl("--bare", "--columns=name", "find", table, f"name={host_if}").strip() == ""
     finally:
         agent.nbctl("--if-exists", "ls-del", "k8s-moveb")
+        agent.vsctl("--if-exists", "del-br", "br-cnimove")
 
 
 def test_add_gives_ovs_vswitchd_nothing_to_warn_about(agent: Agent, pods: Pods) -> None:
