@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, K_NETNS, K_NODE, K_NS, K_POD
+from cni.ovn_egress import pods_set_name
 from cni.wire import CniRequest
 
 HOST_IF_PREFIX = "pn"
@@ -64,6 +65,11 @@ class Attachment:
         """Spec: `<pod-name>-<container-id>` (plus the interface when it is not eth0)."""
         base = f"{self.pod or 'pod'}-{self.container_id}"
         return base if self.ifname == "eth0" else f"{base}-{self.ifname}"
+
+    @property
+    def egress_set(self) -> str:
+        """The address set of this node's pods (cni/ovn_egress.py)."""
+        return pods_set_name(self.node)
 
     @property
     def host_if(self) -> str:

@@ -24,7 +24,6 @@ from typing import Protocol
 
 from cni.attachment import Attachment
 from cni.errors import CniError, DelegatedPluginError, InvalidNetworkConfig, IpamFailure
-from cni.ovn_egress import pods_set_name
 from cni.ovn_nb import Allocated, Northbound, NotOurSwitch, SubnetsExhausted, SwitchMissing
 from cni.wire import CniRequest, CniResult, Dns, IpConfig, Route
 
@@ -92,9 +91,7 @@ class OvnIpam:
         )
 
     def _allocate(self, att: Attachment) -> Allocated:
-        return self._nb.allocate_port(
-            att.switch, att.lsp, att.external_ids(), address_set=pods_set_name(att.node)
-        )
+        return self._nb.allocate_port(att.switch, att.lsp, att.external_ids(), address_set=att.egress_set)
 
     def release(self, req: CniRequest, att: Attachment) -> None:
         """Nothing to do: the address is the port's, and the service deletes the port."""

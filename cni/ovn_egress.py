@@ -16,6 +16,7 @@ The default route stays, as the fallback for addresses in no node's set.
 from __future__ import annotations
 
 import hashlib
+import socket
 from typing import Any
 
 from ovsdbapp.backend.ovs_idl import command  # type: ignore[import-untyped]
@@ -32,8 +33,16 @@ def pods_set_name(node: str) -> str:
 
 
 def ipv4_of(entries: list[str]) -> list[str]:
-    """The IPv4 addresses in OVN address entries ("MAC IP [IP...]")."""
-    return [w for e in entries for w in e.split()[1:] if w.count(".") == 3]
+    """The IPv4 addresses in OVN address entries: "MAC IP [IP...]", "router", "dynamic"."""
+    return [w for e in entries for w in e.split()[1:] if w.count(".") == 3 and _is_ipv4(w)]
+
+
+def _is_ipv4(word: str) -> bool:
+    try:
+        socket.inet_aton(word)
+    except OSError:
+        return False
+    return True
 
 
 def track(api: Any, set_name: str, ips: list[str], *, add: bool) -> None:

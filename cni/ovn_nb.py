@@ -219,16 +219,8 @@ class PortAddresses:
 
 
 def _ipv4_ints(entries: list[str]) -> set[int]:
-    """IPv4 addresses (as integers) in OVN address entries: "MAC IP [IP...]", "router", "dynamic"."""
-    out = set()
-    for entry in entries:
-        for word in entry.split()[1:]:
-            if word.count(".") == 3:
-                try:
-                    out.add(int.from_bytes(socket.inet_aton(word), "big"))
-                except OSError:
-                    continue
-    return out
+    """IPv4 addresses in OVN address entries, as integers."""
+    return {int.from_bytes(socket.inet_aton(w), "big") for w in ipv4_of(entries)}
 
 
 def _used_addresses(api: Any, ls: Any, subnet: ipaddress.IPv4Network, held: PortAddresses) -> set[int]:

@@ -25,7 +25,6 @@ from cni.errors import (
 from cni.ipam import OVN_IPAM_TYPES, AddressSource, Allocation, DelegatedIpam
 from cni.links import HostEnd, Links, NetnsGone, PodLinkConfig
 from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, Ovsdb, OvsPorts
-from cni.ovn_egress import pods_set_name
 from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
 from cni.wire import CniRequest, CniResult, Interface, IpConfig, NetConf
@@ -162,7 +161,7 @@ class PodNetworkService:
         )
         addr = " ".join([mac, *(str(ipaddress.ip_interface(i.address).ip) for i in alloc.ips)])
         self._a.nb.add_port(
-            att.switch, att.lsp, [addr], [addr], att.external_ids(), address_set=pods_set_name(att.node)
+            att.switch, att.lsp, [addr], [addr], att.external_ids(), address_set=att.egress_set
         )
         return mac
 
@@ -206,9 +205,9 @@ class PodNetworkService:
             lsp = port.external_ids.get(K_LSP, att.lsp) if port else att.lsp
             if port is not None:
                 self._a.ovs.unbind(att.host_if)
-            self._a.nb.delete_port(lsp, address_set=pods_set_name(att.node))
+            self._a.nb.delete_port(lsp, address_set=att.egress_set)
             if lsp != att.lsp:
-                self._a.nb.delete_port(att.lsp, address_set=pods_set_name(att.node))
+                self._a.nb.delete_port(att.lsp, address_set=att.egress_set)
             source.release(req, att)
             timer.mark("ovsdb_ipam_ms")
         finally:

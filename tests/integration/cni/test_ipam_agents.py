@@ -15,6 +15,13 @@ from tests.integration.cni.conftest import Agent
 _NO_PORT = Lsp("", "", (), "", False)
 
 
+def _drop_switches(agent: Agent, names: list[str]) -> None:
+    """A test's namespace switches and their router ports."""
+    for n in names:
+        agent.nbctl("--if-exists", "ls-del", n)
+        agent.nbctl("--if-exists", "lrp-del", f"rtr-{n}")
+
+
 def test_four_agents_never_hand_out_one_address_twice(agent: Agent, ovn_node: Node) -> None:
     dbs = [connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound") for _ in range(4)]
     try:
@@ -43,8 +50,7 @@ def test_four_agents_never_hand_out_one_address_twice(agent: Agent, ovn_node: No
     finally:
         for i in range(200):
             nbs[0].delete_port(f"two-{i}")
-        agent.nbctl("--if-exists", "ls-del", "k8s-twoagents")
-        agent.nbctl("--if-exists", "lrp-del", "rtr-k8s-twoagents")
+        _drop_switches(agent, ["k8s-twoagents"])
         for db in dbs:
             db.stop()
 
@@ -65,9 +71,7 @@ def test_concurrent_first_use_of_a_namespace_carves_one_subnet_each(agent: Agent
         assert sorted(n for n in all_switches if n.startswith("k8s-carve")) == sorted(names)
         assert len(set(subnets)) == 6
     finally:
-        for n in names:
-            agent.nbctl("--if-exists", "ls-del", n)
-            agent.nbctl("--if-exists", "lrp-del", f"rtr-{n}")
+        _drop_switches(agent, names)
         for db in dbs:
             db.stop()
 
@@ -114,8 +118,7 @@ def test_two_agents_that_read_before_either_commits_get_distinct_addresses(
         assert ips[0] != ips[1], "both agents handed out one address"
         assert sorted(h.attempts for h in hooks) == [1, 2], "exactly one agent must have retried"
     finally:
-        agent.nbctl("--if-exists", "ls-del", "k8s-race")
-        agent.nbctl("--if-exists", "lrp-del", "rtr-k8s-race")
+        _drop_switches(agent, ["k8s-race"])
         for db in dbs:
             db.stop()
 
@@ -133,9 +136,7 @@ def test_two_agents_that_carve_at_once_get_distinct_subnets(agent: Agent, ovn_no
         assert infos[0].subnet != infos[1].subnet, "both agents carved one subnet"
         assert sorted(h.attempts for h in hooks) == [1, 2], "exactly one agent must have retried"
     finally:
-        for n in names:
-            agent.nbctl("--if-exists", "ls-del", n)
-            agent.nbctl("--if-exists", "lrp-del", f"rtr-{n}")
+        _drop_switches(agent, names)
         for db in dbs:
             db.stop()
 
@@ -166,6 +167,5 @@ def test_allocation_follows_addresses_another_writer_changes(agent: Agent, ovn_n
     finally:
         for name in ("cache-0", "cache-1", "cache-2", "cache-3", "foreign"):
             nb.delete_port(name)
-        agent.nbctl("--if-exists", "ls-del", "k8s-cache")
-        agent.nbctl("--if-exists", "lrp-del", "rtr-k8s-cache")
+        _drop_switches(agent, ["k8s-cache"])
         db.stop()
