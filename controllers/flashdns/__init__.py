@@ -1,0 +1,1 @@
+"""FlashDNS: the service-discovery controller and its embedded authoritative DNS server."""
