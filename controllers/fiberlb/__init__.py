@@ -1,0 +1,1 @@
+"""FiberLB LoadBalancer controller: Services to load balancers (OVN or the FiberLB gRPC API)."""

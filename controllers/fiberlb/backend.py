@@ -1,0 +1,41 @@
+"""What the reconciler writes to: one interface, two implementations.
+
+- `ovn` (ovn_backend.py, the embedded default): OVN Load_Balancer rows on the namespace switches
+  and the cluster router; also programs ClusterIP Services.
+- `fiberlb` (grpc_backend.py): PlasmaCloud's LoadBalancerService over gRPC.
+
+Both are synchronous (ovsdbapp and the gRPC stubs block); the reconciler calls them through
+`asyncio.to_thread`. Each method is idempotent: `apply` makes the backend match `desired`
+exactly (creating, changing or deleting only what differs), `delete` succeeds when nothing is
+there.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol
+
+from controllers.fiberlb.annotations import ServiceConfigError
+from controllers.fiberlb.desired import DesiredLB
+
+
+class BackendError(ServiceConfigError):
+    """The backend refused or failed; retried with backoff, reported as an Event and condition."""
+
+    reason: ClassVar[str] = "BackendError"
+
+
+class Backend(Protocol):
+    name: str
+    programs_cluster_ips: bool
+    """True when ClusterIP Services are programmed too (the ovn backend)."""
+
+    def apply(self, desired: DesiredLB) -> str:
+        """Make the backend match `desired`; returns the backend's id for it ('' if none)."""
+
+    def delete(self, service: str, uid: str) -> None:
+        """Remove everything programmed for the Service `namespace/name`."""
+
+    def services(self) -> set[str]:
+        """Every Service (namespace/name) the backend holds objects for (garbage collection)."""
+
+    def close(self) -> None: ...
