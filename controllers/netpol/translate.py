@@ -1,0 +1,285 @@
+"""NetworkPolicies + pods + namespaces → the OVN port groups, address sets and ACLs wanted (pure).
+
+Shape (the one ovn-kubernetes uses too; written here from the NetworkPolicy and OVN NB specs):
+
+- per policy, a port group of the logical ports of the pods it selects, carrying one
+  `allow-related` ACL per rule (`to-lport` for ingress, `from-lport` applied after the load
+  balancer for egress, so a Service's traffic is judged by its backend pod);
+- per rule, an address set of the IPv4 addresses of its peer pods (pod and/or namespace
+  selector), and per resolved named port an address set of the pods that name it; ipBlocks
+  are written into the match;
+- per namespace and direction, a port group of every pod isolated in that direction, with
+  a lower-priority `drop` ACL (default deny) and an `allow-related` ACL for the nodes'
+  management ports (kubelet probes);
+so pod membership lives in port groups and address sets, and the ACL count grows with
+rules and namespaces, never with pods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from controllers.netpol.policy import Direction, NetworkPolicy, Peer, PortSpec, Rule
+from controllers.resources import ContainerPort
+
+CLUSTER_OWNER = "cluster"
+NODES_SET = "pn_np_nodes"
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Member:
+    """A pod that has a logical port: what the translation needs of it."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    lsp: str
+    ips: tuple[str, ...]
+    ports: tuple[ContainerPort, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Acl:
+    direction: str
+    priority: int
+    match: str
+    action: str
+    after_lb: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PortGroup:
+    name: str
+    owner: str
+    """The policy key ("ns/name") or "namespace:<ns>"; the unit of freezing."""
+    ports: frozenset[str]
+    """Logical switch port names."""
+    acls: frozenset[Acl]
+    types: str = ""
+    """The directions the group isolates, comma-separated (kept in external_ids)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddressSet:
+    name: str
+    owner: str
+    addresses: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    """A policy left as it is in OVN (now invalid): its isolation still counts."""
+
+    key: str
+    namespace: str
+    types: frozenset[str]
+    lsps: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Priorities:
+    allow: int = 1001
+    deny: int = 1000
+
+
+@dataclass
+class Desired:
+    port_groups: dict[str, PortGroup] = field(default_factory=dict)
+    address_sets: dict[str, AddressSet] = field(default_factory=dict)
+
+    def acl_count(self) -> int:
+        return sum(len(pg.acls) for pg in self.port_groups.values())
+
+
+class UnknownNamedPort(ValueError):
+    """A named port no pod it applies to declares: the policy is skipped."""
+
+
+def ident(prefix: str, key: str) -> str:
+    """An OVN identifier (usable as @pg / $as in a match) for any key."""
+    return f"{prefix}_{hashlib.sha1(key.encode()).hexdigest()[:16]}"
+
+
+def policy_group(key: str) -> str:
+    return ident("pn_np", key)
+
+
+def deny_group(namespace: str, direction: Direction) -> str:
+    return ident("pn_npd", namespace) + ("_in" if direction == "Ingress" else "_eg")
+
+
+class _World:
+    """Pods indexed by namespace, and namespace labels (with the name label the API adds)."""
+
+    def __init__(self, members: Sequence[Member], namespaces: Mapping[str, Mapping[str, str]]) -> None:
+        self.by_ns: dict[str, list[Member]] = defaultdict(list)
+        for m in members:
+            self.by_ns[m.namespace].append(m)
+        self.ns_labels = {n: {NAME_LABEL: n, **labels} for n, labels in namespaces.items()}
+
+    def selected(self, p: NetworkPolicy) -> list[Member]:
+        return [m for m in self.by_ns.get(p.namespace, ()) if p.pod_selector.matches(m.labels)]
+
+    def peers(self, namespace: str, peer: Peer) -> list[Member]:
+        if peer.ip_block is not None:
+            return []
+        if peer.namespace_selector is None:
+            spaces = [namespace]
+        else:
+            spaces = [n for n, lab in self.ns_labels.items() if peer.namespace_selector.matches(lab)]
+        sel = peer.pod_selector
+        return [m for n in spaces for m in self.by_ns.get(n, ()) if sel is None or sel.matches(m.labels)]
+
+    def everyone(self) -> list[Member]:
+        return [m for ms in self.by_ns.values() for m in ms]
+
+
+def translate(
+    policies: Iterable[NetworkPolicy],
+    members: Sequence[Member],
+    namespaces: Mapping[str, Mapping[str, str]],
+    node_ips: Iterable[str],
+    *,
+    invalid: Mapping[str, str] = {},
+    previous: Mapping[str, Frozen] = {},
+    prio: Priorities = Priorities(),
+) -> tuple[Desired, dict[str, str]]:
+    """The desired OVN state, and {policy key: reason} for every policy skipped as invalid.
+
+    `invalid` are the policies that did not parse; `previous` what OVN holds of each policy
+    (from its port group). A skipped policy's objects are left as they are (the caller does
+    not touch that owner) and the pods it isolated stay in their namespace's default deny:
+    an invalid update never opens traffic.
+    """
+    world, out, skipped = _World(members, namespaces), Desired(), dict(invalid)
+    isolated: dict[tuple[str, Direction], set[str]] = defaultdict(set)
+    for p in sorted(policies, key=lambda p: p.key):
+        try:
+            pg, sets = _policy(world, p, prio)
+        except UnknownNamedPort as e:
+            skipped[p.key] = str(e)
+            continue
+        out.port_groups[pg.name] = pg
+        out.address_sets.update((s.name, s) for s in sets)
+        for d in p.types:
+            isolated[(p.namespace, d)] |= pg.ports
+    for f in (previous[k] for k in skipped if k in previous):
+        for d in ("Ingress", "Egress"):
+            if d in f.types:
+                isolated[(f.namespace, d)] |= f.lsps
+    for (ns, d), lsps in isolated.items():
+        out.port_groups[deny_group(ns, d)] = _deny_group(ns, d, lsps, prio)
+    out.address_sets[NODES_SET] = AddressSet(NODES_SET, CLUSTER_OWNER, frozenset(node_ips))
+    return out, skipped
+
+
+def _deny_group(ns: str, d: Direction, lsps: set[str], prio: Priorities) -> PortGroup:
+    name = deny_group(ns, d)
+    if d == "Ingress":
+        acls = {
+            Acl("to-lport", prio.deny, f"outport == @{name} && ip", "drop"),
+            Acl("to-lport", prio.allow, f"outport == @{name} && ip4.src == ${NODES_SET}", "allow-related"),
+        }
+    else:
+        acls = {Acl("from-lport", prio.deny, f"inport == @{name} && ip", "drop", after_lb=True)}
+    return PortGroup(name, f"namespace:{ns}", frozenset(lsps), frozenset(acls), d)
+
+
+def _policy(world: _World, p: NetworkPolicy, prio: Priorities) -> tuple[PortGroup, list[AddressSet]]:
+    name = policy_group(p.key)
+    selected = world.selected(p)
+    acls, sets = set(), []
+    for d in sorted(p.types):
+        for i, rule in enumerate(p.rules(d)):
+            tag = f"{name}_{'in' if d == 'Ingress' else 'eg'}{i}"
+            match, rule_sets = _rule(world, p, d, rule, tag, selected)
+            sets += [AddressSet(s, p.key, frozenset(a)) for s, a in rule_sets.items()]
+            if match is None:
+                continue
+            port_side = f"outport == @{name}" if d == "Ingress" else f"inport == @{name}"
+            direction = "to-lport" if d == "Ingress" else "from-lport"
+            acls.add(Acl(direction, prio.allow, f"{port_side} && {match}", "allow-related", d == "Egress"))
+    lsps = frozenset(m.lsp for m in selected)
+    return PortGroup(name, p.key, lsps, frozenset(acls), ",".join(sorted(p.types))), sets
+
+
+def _rule(
+    world: _World, p: NetworkPolicy, d: Direction, rule: Rule, tag: str, selected: list[Member]
+) -> tuple[str | None, dict[str, set[str]]]:
+    """(the match after the port side, or None for "matches nothing"; address sets it names)."""
+    side = "src" if d == "Ingress" else "dst"
+    sets: dict[str, set[str]] = {}
+    terms: list[str] = []
+    pod_peers = [m for peer in rule.peers for m in world.peers(p.namespace, peer)]
+    if any(peer.ip_block is None for peer in rule.peers):
+        sets[tag] = {ip for m in pod_peers for ip in _v4(m.ips)}
+        terms.append(f"ip4.{side} == ${tag}")
+    terms += [_block(peer, side) for peer in rule.peers if peer.ip_block is not None]
+    # A named port is resolved on the destination: the selected pods (ingress) or the peers.
+    targets = selected if d == "Ingress" else (pod_peers if rule.peers else world.everyone())
+    scope = world.by_ns.get(p.namespace, []) if d == "Ingress" else world.everyone()
+    port_terms = []
+    for j, spec in enumerate(rule.ports):
+        if not isinstance(spec.port, str):
+            port_terms.append(_numeric(spec))
+            continue
+        if not any(cp.name == spec.port and cp.protocol == spec.protocol for m in scope for cp in m.ports):
+            where = f"in namespace {p.namespace}" if d == "Ingress" else "in the cluster"
+            raise UnknownNamedPort(f"no pod {where} declares {spec.protocol} port {spec.port!r}")
+        for number, ips in sorted(_resolve(spec, targets).items()):
+            name = f"{tag}_p{j}_{number}"
+            sets[name] = ips
+            port_terms.append(f"(ip4.dst == ${name} && {spec.protocol.lower()}.dst == {number})")
+    if rule.ports and not port_terms:
+        return None, sets
+    match = " && ".join(
+        t for t in ("ip4" if not terms else _any(terms), _any(port_terms) if port_terms else "") if t
+    )
+    return match, sets
+
+
+def _resolve(spec: PortSpec, targets: Sequence[Member]) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = defaultdict(set)
+    for m in targets:
+        for cp in m.ports:
+            if cp.name == spec.port and cp.protocol == spec.protocol and cp.container_port:
+                out[cp.container_port].update(_v4(m.ips))
+    return out
+
+
+def _numeric(spec: PortSpec) -> str:
+    proto = spec.protocol.lower()
+    if spec.port is None:
+        return proto
+    if spec.end_port is not None and spec.end_port != spec.port:
+        return f"({proto}.dst >= {spec.port} && {proto}.dst <= {spec.end_port})"
+    return f"{proto}.dst == {spec.port}"
+
+
+def _block(peer: Peer, side: str) -> str:
+    assert peer.ip_block is not None
+    b = peer.ip_block
+    field_ = f"ip{b.cidr.version}.{side}"
+    if not b.excepts:
+        return f"{field_} == {b.cidr}"
+    return f"({field_} == {b.cidr} && {field_} != {{{', '.join(str(e) for e in b.excepts)}}})"
+
+
+def _any(terms: list[str]) -> str:
+    return terms[0] if len(terms) == 1 else "(" + " || ".join(terms) + ")"
+
+
+def _v4(ips: Iterable[str]) -> list[str]:
+    out = []
+    for ip in ips:
+        try:
+            if ipaddress.ip_address(ip).version == 4:
+                out.append(ip)
+        except ValueError:
+            continue
+    return out

@@ -1,0 +1,157 @@
+"""Translation of policies into port groups, address sets and ACLs (table-driven, pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controllers.netpol.policy import parse_policy
+from controllers.netpol.translate import (
+    NODES_SET,
+    Acl,
+    Desired,
+    Frozen,
+    Member,
+    deny_group,
+    policy_group,
+    translate,
+)
+from controllers.resources import ContainerPort
+
+NAMESPACES = {"a": {"team": "red"}, "b": {"team": "blue"}, "kube-system": {}}
+MEMBERS = [
+    Member(namespace="a", name="web", labels={"app": "web"}, lsp="web-1", ips=("10.0.1.2",),
+           ports=(ContainerPort(name="http", container_port=8080),)),
+    Member(namespace="a", name="web2", labels={"app": "web"}, lsp="web2-1", ips=("10.0.1.5",),
+           ports=(ContainerPort(name="http", container_port=9090),)),
+    Member(namespace="a", name="fe", labels={"app": "fe"}, lsp="fe-1", ips=("10.0.1.3",)),
+    Member(namespace="b", name="fe", labels={"app": "fe"}, lsp="bfe-1", ips=("10.0.2.3",)),
+    Member(namespace="b", name="db", labels={"app": "db"}, lsp="bdb-1", ips=("10.0.2.4",),
+           ports=(ContainerPort(name="sql", container_port=5432),)),
+    Member(namespace="kube-system", name="dns", labels={"k8s-app": "dns"}, lsp="dns-1", ips=("10.0.3.2",),
+           ports=(ContainerPort(name="dns", container_port=53, protocol="UDP"),)),
+]  # fmt: skip
+
+
+def np(name: str = "p", ns: str = "a", **spec: Any) -> Any:
+    return parse_policy({"metadata": {"namespace": ns, "name": name}, "spec": {"podSelector": {}, **spec}})
+
+
+def run(*policies: Any, **kw: Any) -> tuple[Desired, dict[str, str]]:
+    return translate(policies, MEMBERS, NAMESPACES, ["10.0.0.2"], **kw)
+
+
+def sets_named(d: Desired) -> dict[str, set[str]]:
+    return {s.name: set(s.addresses) for s in d.address_sets.values()}
+
+
+WEB = {"matchLabels": {"app": "web"}}
+FE = {"podSelector": {"matchLabels": {"app": "fe"}}}
+PG = policy_group("a/p")
+IN0 = f"{PG}_in0"
+EG0 = f"{PG}_eg0"
+
+CASES = [
+    # (id, spec, expected ACL matches after the port side, expected address sets)
+    ("ingress podSelector tcp 80", {"podSelector": WEB, "ingress": [{"from": [FE], "ports": [{"port": 80}]}]},
+     {f"ip4.src == ${IN0} && tcp.dst == 80"}, {IN0: {"10.0.1.3"}}),
+    ("ingress from anywhere", {"ingress": [{}]}, {"ip4"}, {}),
+    ("ingress deny all", {"policyTypes": ["Ingress"]}, set(), {}),
+    ("namespaceSelector", {"ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "blue"}}}]}]},
+     {f"ip4.src == ${IN0}"}, {IN0: {"10.0.2.3", "10.0.2.4"}}),
+    ("namespace and pod selector", {"ingress": [{"from": [{"namespaceSelector": {}, **FE}]}]},
+     {f"ip4.src == ${IN0}"}, {IN0: {"10.0.1.3", "10.0.2.3"}}),
+    ("ipBlock with except", {"ingress": [{"from": [{"ipBlock": {"cidr": "192.168.0.0/16",
+                                                                   "except": ["192.168.1.0/24"]}}]}]},
+     {"(ip4.src == 192.168.0.0/16 && ip4.src != {192.168.1.0/24})"}, {}),
+    ("peers or'ed", {"ingress": [{"from": [FE, {"ipBlock": {"cidr": "172.16.0.0/12"}}]}]},
+     {f"(ip4.src == ${IN0} || ip4.src == 172.16.0.0/12)"}, {IN0: {"10.0.1.3"}}),
+    ("udp range sctp", {"ingress": [{"ports": [{"protocol": "UDP", "port": 5000, "endPort": 5010},
+                                              {"protocol": "SCTP", "port": 9}, {"protocol": "TCP"}]}]},
+     {"ip4 && ((udp.dst >= 5000 && udp.dst <= 5010) || sctp.dst == 9 || tcp)"}, {}),
+    ("named port: one name, two numbers", {"podSelector": WEB, "ingress": [{"ports": [{"port": "http"}]}]},
+     {f"ip4 && ((ip4.dst == ${IN0}_p0_8080 && tcp.dst == 8080) || (ip4.dst == ${IN0}_p0_9090 && tcp.dst == 9090))"},
+     {f"{IN0}_p0_8080": {"10.0.1.2"}, f"{IN0}_p0_9090": {"10.0.1.5"}}),
+    ("egress to kube-system dns", {"policyTypes": ["Egress"], "egress": [
+        {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}],
+         "ports": [{"protocol": "UDP", "port": 53}]}]},
+     {f"ip4.dst == ${EG0} && udp.dst == 53"}, {EG0: {"10.0.3.2"}}),
+    ("egress named port on peers", {"policyTypes": ["Egress"], "egress": [
+        {"to": [{"namespaceSelector": {}}], "ports": [{"port": "sql"}]}]},
+     {f"ip4.dst == ${EG0} && (ip4.dst == ${EG0}_p0_5432 && tcp.dst == 5432)"},
+     {EG0: {m.ips[0] for m in MEMBERS}, f"{EG0}_p0_5432": {"10.0.2.4"}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("spec", "matches", "sets"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_policy_shapes(spec: dict[str, Any], matches: set[str], sets: dict[str, set[str]]) -> None:
+    desired, skipped = run(np(**spec))
+    assert skipped == {}
+    pg = desired.port_groups[PG]
+    side = {"Ingress": f"outport == @{PG} && ", "Egress": f"inport == @{PG} && "}
+    got = {a.match.removeprefix(side["Ingress"]).removeprefix(side["Egress"]) for a in pg.acls}
+    assert got == matches
+    assert all(a.action == "allow-related" and a.priority == 1001 for a in pg.acls)
+    assert {k: v for k, v in sets_named(desired).items() if k.startswith(PG)} == sets
+
+
+def test_selected_pods_and_default_deny_per_namespace_and_direction() -> None:
+    desired, _ = run(
+        np("p", podSelector=WEB, ingress=[{}]),
+        np("q", podSelector={"matchLabels": {"app": "fe"}}, policyTypes=["Ingress", "Egress"]),
+    )
+    assert desired.port_groups[PG].ports == {"web-1", "web2-1"}
+    deny_in, deny_eg = (
+        desired.port_groups[deny_group("a", "Ingress")],
+        desired.port_groups[deny_group("a", "Egress")],
+    )
+    assert deny_in.ports == {"web-1", "web2-1", "fe-1"} and deny_eg.ports == {"fe-1"}
+    assert deny_group("b", "Ingress") not in desired.port_groups  # pods no policy selects: unaffected
+    name = deny_group("a", "Ingress")
+    assert deny_in.acls == {
+        Acl("to-lport", 1000, f"outport == @{name} && ip", "drop"),
+        Acl("to-lport", 1001, f"outport == @{name} && ip4.src == ${NODES_SET}", "allow-related"),
+    }
+    (drop,) = deny_eg.acls
+    assert (drop.direction, drop.action, drop.after_lb) == ("from-lport", "drop", True)
+    assert desired.address_sets[NODES_SET].addresses == {"10.0.0.2"}
+
+
+def test_egress_acls_apply_after_the_load_balancer() -> None:
+    desired, _ = run(np(policyTypes=["Egress"], egress=[{"to": [FE]}]))
+    (acl,) = desired.port_groups[PG].acls
+    assert (acl.direction, acl.after_lb) == ("from-lport", True)
+
+
+def test_named_port_no_pod_declares_skips_the_policy() -> None:
+    desired, skipped = run(np(ingress=[{"ports": [{"port": "nosuch"}]}]))
+    assert "nosuch" in skipped["a/p"] and PG not in desired.port_groups
+    assert deny_group("a", "Ingress") not in desired.port_groups
+
+
+def test_skipped_policy_keeps_its_previous_isolation() -> None:
+    previous = {"a/p": Frozen("a/p", "a", frozenset({"Ingress"}), frozenset({"web-1"}))}
+    desired, skipped = run(invalid={"a/p": "bad CIDR"}, previous=previous)
+    assert skipped == {"a/p": "bad CIDR"}
+    assert desired.port_groups[deny_group("a", "Ingress")].ports == {"web-1"}
+
+
+def test_acl_count_is_linear_in_rules_not_pods() -> None:
+    many = [
+        Member(
+            namespace="a",
+            name=f"p{i}",
+            labels={"app": "web"},
+            lsp=f"l{i}",
+            ips=(f"10.1.{i // 250}.{i % 250}",),
+        )
+        for i in range(500)
+    ]
+    policies = [
+        np(f"p{i}", podSelector=WEB, ingress=[{"from": [FE], "ports": [{"port": 80}]}]) for i in range(100)
+    ]
+    few, _ = translate(policies[:10], many[:5], NAMESPACES, [])
+    lots, _ = translate(policies, many, NAMESPACES, [])
+    assert few.acl_count() == 10 + 2 and lots.acl_count() == 100 + 2
+    assert len(lots.port_groups) == 101 and len(lots.port_groups[policy_group("a/p7")].ports) == 500
