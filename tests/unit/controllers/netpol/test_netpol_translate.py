@@ -71,7 +71,8 @@ CASES = [
                                               {"protocol": "SCTP", "port": 9}, {"protocol": "TCP"}]}]},
      {"ip4 && ((udp.dst >= 5000 && udp.dst <= 5010) || sctp.dst == 9 || tcp)"}, {}),
     ("named port: one name, two numbers", {"podSelector": WEB, "ingress": [{"ports": [{"port": "http"}]}]},
-     {f"ip4 && ((ip4.dst == ${IN0}_p0_8080 && tcp.dst == 8080) || (ip4.dst == ${IN0}_p0_9090 && tcp.dst == 9090))"},
+     {f"ip4 && ((ip4.dst == ${IN0}_p0_8080 && tcp.dst == 8080) || "
+      f"(ip4.dst == ${IN0}_p0_9090 && tcp.dst == 9090))"},
      {f"{IN0}_p0_8080": {"10.0.1.2"}, f"{IN0}_p0_9090": {"10.0.1.5"}}),
     ("egress to kube-system dns", {"policyTypes": ["Egress"], "egress": [
         {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}],
