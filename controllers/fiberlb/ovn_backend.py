@@ -1,0 +1,316 @@
+"""The `ovn` backend: OVN Load_Balancer rows for each Service (the only ovsdbapp importer in fiberlb/).
+
+Per Service and protocol one row named `fiberlb:<namespace>/<name>:<protocol>`, found again
+by that name (an IDL index) and its `external_ids`, whose `vips` map every address the Service
+answers on (external IPs, the ClusterIP) and port to its endpoints `ip:targetPort`. Options:
+`reject=true` (no endpoints: TCP RST / ICMP port unreachable, not a blackhole), `ct_flush=true`
+(a removed backend's connections are flushed), `affinity_timeout` for session affinity (OVN's
+maximum 65535 s), `selection_fields=ip_src` for the ip-hash algorithm. Health-check annotations
+become Load_Balancer_Health_Check rows plus `ip_port_mappings` (OVN probes TCP/UDP only: an
+HTTP path is probed as a TCP connect).
+
+Every row sits in one Load_Balancer_Group, `fiberlb`, attached to each namespace switch
+`k8s-<ns>` (pods and the node's management switch `k8s-mgmt.<node>` send VIP traffic through
+one of them, where OVN DNATs it) and to the cluster router. Each apply is one NB transaction
+that changes only the columns that differ, so unchanged Services cost no NB write.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from ovsdbapp.backend.ovs_idl import command, connection, idlutils  # type: ignore[import-untyped]
+from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
+
+from controllers.fiberlb.backend import BackendError
+from controllers.fiberlb.desired import DesiredLB, Listener
+
+log = logging.getLogger(__name__)
+
+GROUP = "fiberlb"
+ROUTER = "k8s-cluster-router"
+SWITCH_PREFIX = "k8s-"
+K_OWNER, K_SERVICE, K_UID, K_PROTO = "fiberlb.owner", "fiberlb.service", "fiberlb.uid", "fiberlb.protocol"
+OWNER = "fiberlb-controller"
+TABLES = (
+    "Load_Balancer",
+    "Load_Balancer_Health_Check",
+    "Load_Balancer_Group",
+    "Logical_Switch",
+    "Logical_Switch_Port",
+    "Logical_Router",
+)
+
+
+def lb_name(service: str, protocol: str) -> str:
+    return f"fiberlb:{service}:{protocol.lower()}"
+
+
+class _NbApi(nb_impl.OvnNbApiIdlImpl):  # type: ignore[misc]
+    """ovsdbapp keeps its connection class-wide; keep it per object (tests build several)."""
+
+    _own: Any = None
+
+    @property
+    def ovsdb_connection(self) -> Any:
+        return self._own
+
+    @ovsdb_connection.setter
+    def ovsdb_connection(self, conn: Any) -> None:
+        self._own = conn
+
+
+def connect_nb(remote: str, timeout: float = 10.0) -> Any:
+    try:
+        helper = idlutils.get_schema_helper(remote, "OVN_Northbound")
+    except Exception as e:
+        raise BackendError(f"cannot reach OVN_Northbound at {remote}: {e}") from e
+    for table in TABLES:
+        helper.register_table(table)
+    idl = connection.OvsdbIdl(remote, helper)
+    return _NbApi(connection.Connection(idl, timeout))
+
+
+def _vips(desired: DesiredLB, listeners: Iterable[Listener]) -> dict[str, str]:
+    return {
+        f"{vip}:{lst.port}": ",".join(f"{b.ip}:{b.port}" for b in lst.backends)
+        for lst in listeners
+        for vip in desired.vips
+    }
+
+
+def _options(desired: DesiredLB) -> dict[str, str]:
+    opts = {"reject": "true", "ct_flush": "true"}
+    if desired.options.affinity_timeout:
+        opts["affinity_timeout"] = str(desired.options.affinity_timeout)
+    return opts
+
+
+def _by_name(api: Any, table: str, name: str) -> Any:
+    return idlutils.row_by_value(api.idl, table, "name", name, None)
+
+
+def _owned(api: Any, service: str) -> list[Any]:
+    return [
+        row
+        for proto in ("tcp", "udp", "sctp")
+        if (row := _by_name(api, "Load_Balancer", lb_name(service, proto))) is not None
+        and row.external_ids.get(K_OWNER) == OWNER
+    ]
+
+
+class _Group(command.BaseCommand):  # type: ignore[misc]
+    """Within a transaction: the `fiberlb` group, created and attached to every namespace switch
+    and the cluster router where it is missing."""
+
+    def run_idl(self, txn: Any) -> None:
+        self.result = ensure_group(self.api, txn)
+
+
+def ensure_group(api: Any, txn: Any) -> Any:
+    group = _by_name(api, "Load_Balancer_Group", GROUP)
+    if group is None:
+        group = txn.insert(api.tables["Load_Balancer_Group"])
+        group.name = GROUP
+    targets = [r for r in api.tables["Logical_Switch"].rows.values() if r.name.startswith(SWITCH_PREFIX)]
+    router = _by_name(api, "Logical_Router", ROUTER)
+    targets += [router] if router is not None else []
+    for row in targets:
+        if group not in row.load_balancer_group:
+            row.addvalue("load_balancer_group", group)
+    return group
+
+
+class _Apply(command.BaseCommand):  # type: ignore[misc]
+    def __init__(self, api: Any, desired: DesiredLB, hc_ports: dict[str, str]) -> None:
+        super().__init__(api)
+        self.desired, self.hc_ports = desired, hc_ports
+
+    def run_idl(self, txn: Any) -> None:
+        group = ensure_group(self.api, txn)
+        d = self.desired
+        wanted = {p.lower(): [x for x in d.listeners if x.protocol == p] for p in d.protocols}
+        for row in _owned(self.api, d.service):
+            if row.external_ids.get(K_PROTO) not in wanted:
+                row.delete()
+        changes = 0
+        for proto, listeners in wanted.items():
+            name = lb_name(d.service, proto)
+            row = _by_name(self.api, "Load_Balancer", name)
+            if row is None:
+                row = txn.insert(self.api.tables["Load_Balancer"])
+                row.name, row.protocol = name, [proto]
+                row.health_check, row.ip_port_mappings = [], {}
+                group.addvalue("load_balancer", row)
+                changes += 1
+            ids = {K_OWNER: OWNER, K_SERVICE: d.service, K_UID: d.uid, K_PROTO: proto}
+            changes += _set(row, "external_ids", ids)
+            changes += _set(row, "vips", _vips(d, listeners))
+            changes += _set(row, "options", _options(d))
+            changes += _set(row, "selection_fields", ["ip_src"] if d.options.algorithm == "ip-hash" else [])
+            changes += self._health_checks(txn, row, listeners)
+            if row not in group.load_balancer:
+                group.addvalue("load_balancer", row)
+        self.result = changes
+
+    def _health_checks(self, txn: Any, row: Any, listeners: list[Listener]) -> int:
+        hc = self.desired.options.health_check
+        if hc is None:
+            return _set(row, "health_check", []) + _set(row, "ip_port_mappings", {})
+        opts = {
+            "interval": str(max(1, round(hc.interval))),
+            "timeout": str(max(1, round(hc.timeout))),
+            "success_count": "1",
+            "failure_count": str(hc.retries),
+        }
+        want = {f"{vip}:{lst.port}" for lst in listeners for vip in self.desired.vips}
+        changes = 0
+        for check in list(row.health_check):
+            if check.vip not in want:
+                row.delvalue("health_check", check)
+                changes += 1
+        have = {c.vip: c for c in row.health_check}
+        for vip in sorted(want):
+            check = have.get(vip)
+            if check is None:
+                check = txn.insert(self.api.tables["Load_Balancer_Health_Check"])
+                check.vip = vip
+                row.addvalue("health_check", check)
+                changes += 1
+            changes += _set(check, "options", opts)
+        backends = {b.ip for lst in listeners for b in lst.backends}
+        return changes + _set(
+            row, "ip_port_mappings", {ip: self.hc_ports[ip] for ip in backends if ip in self.hc_ports}
+        )
+
+
+def _set(row: Any, column: str, value: Any) -> int:
+    try:
+        current = getattr(row, column)
+    except AttributeError:  # a row inserted in this transaction: nothing to compare with
+        setattr(row, column, value)
+        return 1
+    if (dict(current) == value) if isinstance(value, dict) else (sorted(current) == sorted(value)):
+        return 0
+    setattr(row, column, value)
+    return 1
+
+
+class _Delete(command.BaseCommand):  # type: ignore[misc]
+    def __init__(self, api: Any, service: str) -> None:
+        super().__init__(api)
+        self.service = service
+
+    def run_idl(self, txn: Any) -> None:
+        rows = _owned(self.api, self.service)
+        for row in rows:
+            row.delete()  # the group's reference is weak: it goes with the row
+        self.result = len(rows)
+
+
+class _Read(command.BaseCommand):  # type: ignore[misc]
+    READ_ONLY = True
+
+    def __init__(self, api: Any, fn: Any) -> None:
+        super().__init__(api)
+        self.fn = fn
+
+    def run_idl(self, txn: Any) -> None:
+        self.result = self.fn(self.api)
+
+
+def _health_check_ports(api: Any, ips: set[str]) -> dict[str, str]:
+    """endpoint IP → "<logical port>:<probe source IP>" (the last host address of the port's subnet,
+    which OVN's service monitor answers ARP for)."""
+    out: dict[str, str] = {}
+    for ls in api.tables["Logical_Switch"].rows.values():
+        subnet = ls.external_ids.get("prismnet.subnet") or ls.other_config.get("subnet")
+        if not subnet:
+            continue
+        net = ipaddress.IPv4Network(subnet, strict=False)
+        source = str(net.broadcast_address - 1)
+        for port in ls.ports:
+            for entry in port.addresses:
+                for word in entry.split()[1:]:
+                    if word in ips:
+                        out[word] = f"{port.name}:{source}"
+    return out
+
+
+class OvnBackend:
+    """Load balancers as OVN Load_Balancer rows (see module doc)."""
+
+    name = "ovn"
+    programs_cluster_ips = True
+
+    def __init__(self, api: Any) -> None:
+        self._api = api
+        self.nb_writes = 0
+        """Transactions that changed something (for the benchmark's NB writes/s)."""
+
+    @classmethod
+    def connect(cls, remote: str) -> OvnBackend:
+        return cls(connect_nb(remote))
+
+    def apply(self, desired: DesiredLB) -> str:
+        hc_ports: dict[str, str] = {}
+        if desired.options.health_check is not None:
+            ips = {b.ip for lst in desired.listeners for b in lst.backends}
+            hc_ports = self._read(lambda api: _health_check_ports(api, ips))
+        try:
+            changes = _Apply(self._api, desired, hc_ports).execute(check_error=True, log_errors=False)
+        except Exception as e:
+            raise BackendError(f"OVN northbound transaction for {desired.service} failed: {e}") from e
+        if changes:
+            self.nb_writes += 1
+            log.info("programmed %s (%d column changes)", desired.service, changes)
+        return ""
+
+    def delete(self, service: str, uid: str) -> None:
+        try:
+            removed = _Delete(self._api, service).execute(check_error=True, log_errors=False)
+        except Exception as e:
+            raise BackendError(f"OVN northbound delete of {service} failed: {e}") from e
+        if removed:
+            self.nb_writes += 1
+            log.info("removed the load balancers of %s", service)
+
+    def attach(self) -> None:
+        """Attach the group to switches created since the last apply (called periodically)."""
+        _Group(self._api).execute(check_error=True, log_errors=False)
+
+    def services(self) -> set[str]:
+        def fn(api: Any) -> set[str]:
+            return {
+                r.external_ids[K_SERVICE]
+                for r in api.tables["Load_Balancer"].rows.values()
+                if r.external_ids.get(K_OWNER) == OWNER and K_SERVICE in r.external_ids
+            }
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def rows(self, service: str) -> dict[str, dict[str, Any]]:
+        """protocol → the row's vips, options, selection_fields, ip_port_mappings, health checks."""
+
+        def fn(api: Any) -> dict[str, dict[str, Any]]:
+            return {
+                r.external_ids[K_PROTO]: {
+                    "vips": dict(r.vips),
+                    "options": dict(r.options),
+                    "selection_fields": sorted(r.selection_fields),
+                    "ip_port_mappings": dict(r.ip_port_mappings),
+                    "health_checks": {c.vip: dict(c.options) for c in r.health_check},
+                }
+                for r in _owned(api, service)
+            }
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def _read(self, fn: Any) -> Any:
+        return _Read(self._api, fn).execute(check_error=True)
+
+    def close(self) -> None:
+        self._api.ovsdb_connection.stop(timeout=5)

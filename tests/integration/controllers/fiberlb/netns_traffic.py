@@ -1,0 +1,110 @@
+"""Small servers and a client run inside pod network namespaces (`ip netns exec`), by PID.
+
+The server answers every TCP connection (HTTP/1.0) and UDP datagram with its own name, so a
+client learns which backend it reached. The client makes N requests in one process and prints
+one JSON list: a backend name, "refused", "timeout" or "error:<text>" per request.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+SERVER = r"""
+import socket, sys, threading
+name, port = sys.argv[1], int(sys.argv[2])
+body = name.encode()
+def tcp():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port)); s.listen(64)
+    while True:
+        c, _ = s.accept()
+        try:
+            c.settimeout(2); c.recv(4096)
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        except OSError:
+            pass
+        finally:
+            c.close()
+def udp():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", port))
+    while True:
+        _, addr = u.recvfrom(2048); u.sendto(body, addr)
+threading.Thread(target=udp, daemon=True).start()
+print("ready", flush=True)
+tcp()
+"""
+
+CLIENT = r"""
+import json, socket, sys
+host, port, n, proto = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+timeout = float(sys.argv[5])
+out = []
+for _ in range(n):
+    try:
+        if proto == "udp":
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(timeout)
+            u.connect((host, port)); u.send(b"hi"); out.append(u.recv(2048).decode()); u.close()
+            continue
+        s = socket.create_connection((host, port), timeout=timeout)
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+        s.close()
+        out.append(data.split(b"\r\n\r\n", 1)[1].decode())
+    except ConnectionRefusedError:
+        out.append("refused")
+    except (socket.timeout, TimeoutError):
+        out.append("timeout")
+    except OSError as e:
+        out.append("error:%s" % e)
+print(json.dumps(out))
+"""
+
+
+def _prefix(netns: str | None) -> list[str]:
+    return ["ip", "netns", "exec", netns] if netns else []
+
+
+@dataclass
+class Servers:
+    procs: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def start(self, netns: str, name: str, port: int) -> None:
+        proc = subprocess.Popen(
+            [*_prefix(netns), sys.executable, "-c", SERVER, name, str(port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+        self.procs.clear()
+
+
+def requests(
+    netns: str | None, host: str, port: int, n: int, proto: str = "tcp", timeout: float = 2.0
+) -> list[str]:
+    argv = [*_prefix(netns), sys.executable, "-c", CLIENT, host, str(port), str(n), proto, str(timeout)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60 + n * timeout)
+    assert proc.returncode == 0, proc.stderr
+    return list(json.loads(proc.stdout))
+
+
+def eventually(fn, expect, timeout: float = 10.0, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    """Call fn() until expect(result) holds; returns the last result (the caller asserts)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = fn()
+        if expect(result) or time.monotonic() > deadline:
+            return result
+        time.sleep(interval)

@@ -1,0 +1,121 @@
+"""Real traffic through the `ovn` backend: pods made by the PrismNET CNI in netns, servers in them,
+requests from a client pod (another namespace) and from the node to the external IP and ClusterIP."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from controllers.fiberlb.annotations import HealthCheck, LbOptions
+from controllers.fiberlb.desired import Backend, DesiredLB, Listener
+from controllers.fiberlb.ovn_backend import OvnBackend
+from tests.integration.cni.conftest import Pods, pod_ip
+from tests.integration.controllers.fiberlb.netns_traffic import Servers, eventually, requests
+
+pytestmark = [pytest.mark.root, pytest.mark.ovn]
+
+VIP, CLUSTER_IP = "192.168.240.1", "10.96.50.1"
+
+
+def web(backends: list[Backend], options: LbOptions | None = None, udp: bool = False) -> DesiredLB:
+    listeners = [Listener(name="http", protocol="TCP", port=80, backends=tuple(sorted(backends)))]
+    if udp:
+        listeners.append(Listener(name="echo", protocol="UDP", port=53, backends=tuple(sorted(backends))))
+    return DesiredLB(
+        service="lbt/web",
+        uid="uid-web",
+        namespace="lbt",
+        vips=(VIP, CLUSTER_IP),
+        listeners=tuple(listeners),
+        options=options or LbOptions(),
+    )
+
+
+def start_backends(lb_pods: Pods, servers: Servers, n: int = 3) -> dict[str, str]:
+    """name → pod IP of n pods in namespace lbt, each serving its name on TCP and UDP 8080."""
+    out = {}
+    for i in range(n):
+        netns, _, result = lb_pods.add("lbt", pod=f"web-{i}")
+        servers.start(netns, f"web-{i}", 8080)
+        out[f"web-{i}"] = pod_ip(result)
+    return out
+
+
+def reached(netns: str | None, host: str, port: int = 80, n: int = 30, proto: str = "tcp") -> set[str]:
+    return set(requests(netns, host, port, n, proto))
+
+
+def test_vips_reach_every_backend_then_follow_endpoint_changes(
+    lb_pods: Pods, servers: Servers, ovn_backend: OvnBackend
+) -> None:
+    backends = start_backends(lb_pods, servers)
+    client, _, _ = lb_pods.add("lbc", pod="client")
+    every = [Backend(ip, 8080) for ip in backends.values()]
+    ovn_backend.apply(web(every, udp=True))
+    names = set(backends)
+    for netns in (client, None):  # a pod in another namespace, and the node
+        for host in (VIP, CLUSTER_IP):
+            got = eventually(lambda h=host, ns=netns: reached(ns, h), lambda r: r == names)
+            assert got == names, (netns or "node", host)
+    assert eventually(lambda: reached(client, VIP, 53, proto="udp"), lambda r: r == names) == names
+
+    gone = "web-2"
+    ovn_backend.apply(web([b for b in every if b.ip != backends[gone]]))
+    got = eventually(lambda: reached(client, VIP), lambda r: r == names - {gone})
+    assert got == names - {gone}
+    assert reached(None, CLUSTER_IP) == names - {gone}
+    assert "udp" not in ovn_backend.rows("lbt/web")  # the UDP port left the Service: its row is gone
+
+    ovn_backend.apply(web([]))  # no endpoints: reject, not a blackhole
+    got = eventually(lambda: requests(client, VIP, 80, 3, timeout=3), lambda r: r == ["refused"] * 3)
+    assert got == ["refused"] * 3
+    assert requests(None, CLUSTER_IP, 80, 1, timeout=3) == ["refused"]
+
+    ovn_backend.delete("lbt/web", "uid-web")
+    assert ovn_backend.rows("lbt/web") == {}
+    assert "lbt/web" not in ovn_backend.services()
+
+
+def test_session_affinity_sticks(lb_pods: Pods, servers: Servers, ovn_backend: OvnBackend) -> None:
+    backends = start_backends(lb_pods, servers)
+    client, _, _ = lb_pods.add("lbc", pod="client")
+    every = [Backend(ip, 8080) for ip in backends.values()]
+    ovn_backend.apply(web(every))
+    assert eventually(lambda: reached(client, VIP), lambda r: len(r) == 3) == set(backends)
+    ovn_backend.apply(web(every, LbOptions(affinity_timeout=60)))
+    assert ovn_backend.rows("lbt/web")["tcp"]["options"]["affinity_timeout"] == "60"
+    hits = collections.Counter(requests(client, VIP, 80, 30))
+    assert len(hits) == 1 and next(iter(hits)) in backends, hits
+
+
+def test_rows_are_diffs_found_again_by_a_new_connection(lb_agent: object, ovn_backend: OvnBackend) -> None:
+    desired = web(
+        [Backend("10.99.7.2", 8080), Backend("10.99.7.3", 8080)],
+        LbOptions(
+            algorithm="ip-hash", health_check=HealthCheck(path="/healthz", interval=5, timeout=2, retries=2)
+        ),
+    )
+    writes = ovn_backend.nb_writes
+    ovn_backend.apply(desired)
+    ovn_backend.apply(desired)  # unchanged: no NB write
+    assert ovn_backend.nb_writes == writes + 1
+    rows = ovn_backend.rows("lbt/web")
+    assert rows["tcp"]["vips"] == {f"{VIP}:80": "10.99.7.2:8080,10.99.7.3:8080",
+                                   f"{CLUSTER_IP}:80": "10.99.7.2:8080,10.99.7.3:8080"}  # fmt: skip
+    assert rows["tcp"]["options"] == {"reject": "true", "ct_flush": "true"}
+    assert rows["tcp"]["selection_fields"] == ["ip_src"]
+    assert rows["tcp"]["health_checks"][f"{VIP}:80"] == {
+        "interval": "5", "timeout": "2", "success_count": "1", "failure_count": "2"
+    }  # fmt: skip
+
+    again = OvnBackend.connect(lb_agent.node.endpoints["OVN_NB_DB"])  # type: ignore[attr-defined]
+    try:
+        assert "lbt/web" in again.services()
+        again.apply(desired)
+        assert again.nb_writes == 0  # a restarted controller finds the rows and changes nothing
+        again.apply(web([Backend("10.99.7.2", 8080)]))
+        assert again.rows("lbt/web")["tcp"]["vips"][f"{VIP}:80"] == "10.99.7.2:8080"
+        assert again.rows("lbt/web")["tcp"]["health_checks"] == {}
+    finally:
+        again.close()
