@@ -1,0 +1,237 @@
+"""The desired policy state onto the OVN northbound database (ovsdbapp; the only importer in netpol/).
+
+Every row this controller writes carries `external_ids` `k8shost.netpol.owner=netpol-controller`
+and `k8shost.netpol.key=<owner key>`; it finds its rows again by them (after a restart too) and
+never changes or deletes a row without them. `apply` diffs desired against the IDL's replica and
+writes every difference in ONE transaction: port-group membership and address-set contents by
+mutation (add/remove single values), ACLs by inserting the new and dropping the old reference
+(ACL rows are not root: OVSDB collects them). So an update is seen by ovn-northd all at once and
+there is no moment where a pod is isolated without its allows, or open without its drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from ovsdbapp.backend.ovs_idl import command, connection, idlutils  # type: ignore[import-untyped]
+from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
+
+from cni.ovn import K_NS, K_POD, _OwnConnection, _Read
+from cni.ovn_egress import K_ROLE, ipv4_of
+from controllers.netpol.translate import Acl, AddressSet, Desired, Frozen, PortGroup
+
+log = logging.getLogger(__name__)
+
+K_OWNER, K_KEY, K_TYPES = "k8shost.netpol.owner", "k8shost.netpol.key", "k8shost.netpol.types"
+OWNER = "netpol-controller"
+TABLES = {
+    "Port_Group": ["name", "ports", "acls", "external_ids"],
+    "ACL": ["direction", "priority", "match", "action", "options", "external_ids"],
+    "Address_Set": ["name", "addresses", "external_ids"],
+    "Logical_Switch_Port": ["name", "addresses", "external_ids"],
+}
+
+
+class NameTaken(RuntimeError):
+    """A row we would create exists and is not ours: we do not take it over."""
+
+
+@dataclass(frozen=True, slots=True)
+class PortInfo:
+    lsp: str
+    namespace: str
+    pod: str
+    ips: tuple[str, ...]
+    management: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyStats:
+    created: int
+    changed: int
+    deleted: int
+
+    @property
+    def total(self) -> int:
+        return self.created + self.changed + self.deleted
+
+
+class _Idl(connection.OvsdbIdl):  # type: ignore[misc]
+    on_port_change: Callable[[], None] | None = None
+
+    def cooperative_yield(self) -> None:
+        """No eventlet here: ovsdbapp's per-row sleep(0) only delays the IDL thread."""
+
+    def notify(self, event: str, row: Any, updates: Any = None) -> None:
+        if row._table.name == "Logical_Switch_Port" and self.on_port_change is not None:
+            self.on_port_change()
+
+
+class _Api(_OwnConnection, nb_impl.OvnNbApiIdlImpl):  # type: ignore[misc]
+    pass
+
+
+def _ours(api: Any, table: str) -> dict[str, Any]:
+    return {r.name: r for r in api.tables[table].rows.values() if r.external_ids.get(K_OWNER) == OWNER}
+
+
+def _acl_key(row: Any) -> Acl:
+    after = dict(row.options).get("apply-after-lb") == "true"
+    return Acl(row.direction, row.priority, row.match, row.action, after)
+
+
+class _Apply(command.BaseCommand):  # type: ignore[misc]
+    def __init__(self, api: Any, desired: Desired, keep: Collection[str]) -> None:
+        super().__init__(api)
+        self.desired, self.keep = desired, keep
+        self.created = self.changed = self.deleted = 0
+
+    def run_idl(self, txn: Any) -> None:
+        self.created = self.changed = self.deleted = 0
+        sets, groups = _ours(self.api, "Address_Set"), _ours(self.api, "Port_Group")
+        for want in self.desired.address_sets.values():
+            self._address_set(txn, sets.get(want.name), want)
+        for pg in self.desired.port_groups.values():
+            self._port_group(txn, groups.get(pg.name), pg)
+        for stale in (
+            *(r for n, r in groups.items() if n not in self.desired.port_groups),
+            *(r for n, r in sets.items() if n not in self.desired.address_sets),
+        ):
+            if stale.external_ids.get(K_KEY) not in self.keep:
+                stale.delete()
+                self.deleted += 1
+        self.result = ApplyStats(self.created, self.changed, self.deleted)
+
+    def _new(self, txn: Any, table: str, name: str, owner: str) -> Any:
+        if idlutils.row_by_value(self.api.idl, table, "name", name, None) is not None:
+            raise NameTaken(f"{table} {name} exists and was not created by {OWNER}")
+        row = txn.insert(self.api.tables[table])
+        row.name, row.external_ids = name, {K_OWNER: OWNER, K_KEY: owner}
+        self.created += 1
+        return row
+
+    def _address_set(self, txn: Any, row: Any, want: AddressSet) -> None:
+        if row is None:
+            row = self._new(txn, "Address_Set", want.name, want.owner)
+            row.addresses = sorted(want.addresses)
+            return
+        have = set(row.addresses)
+        for ip in want.addresses - have:
+            row.addvalue("addresses", ip)
+        for ip in have - want.addresses:
+            row.delvalue("addresses", ip)
+        self.changed += have != want.addresses
+
+    def _port_group(self, txn: Any, row: Any, want: PortGroup) -> None:
+        ports = [p for p in (self._lsp(n) for n in sorted(want.ports)) if p is not None]
+        if row is None:
+            row = self._new(txn, "Port_Group", want.name, want.owner)
+            row.setkey("external_ids", K_TYPES, want.types)
+            row.ports = ports
+            row.acls = [self._acl(txn, a, want.owner) for a in sorted(want.acls, key=str)]
+            return
+        before = self.changed
+        if row.external_ids.get(K_TYPES) != want.types:
+            row.setkey("external_ids", K_TYPES, want.types)
+            self.changed += 1
+        have_ports, want_ports = {p.uuid: p for p in row.ports}, {p.uuid: p for p in ports}
+        for u in want_ports.keys() - have_ports.keys():
+            row.addvalue("ports", want_ports[u])
+        for u in have_ports.keys() - want_ports.keys():
+            row.delvalue("ports", have_ports[u])
+        have_acls = {_acl_key(a): a for a in row.acls}
+        for acl in want.acls - have_acls.keys():
+            row.addvalue("acls", self._acl(txn, acl, want.owner))
+        for acl in have_acls.keys() - want.acls:
+            row.delvalue("acls", have_acls[acl])
+        self.changed = before + int(
+            self.changed > before or have_ports.keys() != want_ports.keys() or have_acls.keys() != want.acls
+        )
+
+    def _acl(self, txn: Any, acl: Acl, owner: str) -> Any:
+        row = txn.insert(self.api.tables["ACL"])
+        row.direction, row.priority, row.match, row.action = (
+            acl.direction,
+            acl.priority,
+            acl.match,
+            acl.action,
+        )
+        row.options = {"apply-after-lb": "true"} if acl.after_lb else {}
+        row.external_ids = {K_OWNER: OWNER, K_KEY: owner}
+        return row
+
+    def _lsp(self, name: str) -> Any:
+        return idlutils.row_by_value(self.api.idl, "Logical_Switch_Port", "name", name, None)
+
+
+class PolicyNorthbound:
+    """One NB connection (IDL replica of the four tables above) for the netpol controller."""
+
+    def __init__(self, remote: str, timeout: float = 10.0) -> None:
+        helper = idlutils.get_schema_helper(remote, "OVN_Northbound")
+        for table, columns in TABLES.items():
+            helper.register_columns(table, columns)
+        self._idl = _Idl(remote, helper)
+        self._conn = connection.Connection(self._idl, timeout)
+        self.api = _Api(self._conn)
+        self._lock = threading.Lock()
+
+    def on_port_change(self, callback: Callable[[], None]) -> None:
+        """`callback` (on the IDL thread) whenever a logical switch port appears, goes or changes."""
+        self._idl.on_port_change = callback
+
+    def ports(self) -> list[PortInfo]:
+        def fn(api: Any) -> list[PortInfo]:
+            return [
+                PortInfo(
+                    r.name,
+                    r.external_ids.get(K_NS, ""),
+                    r.external_ids.get(K_POD, ""),
+                    tuple(ipv4_of(list(r.addresses))),
+                    r.external_ids.get(K_ROLE) == "management",
+                )
+                for r in api.tables["Logical_Switch_Port"].rows.values()
+            ]
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def previous(self) -> dict[str, Frozen]:
+        """What OVN holds of each policy: its port group's members and the directions it isolates."""
+
+        def fn(api: Any) -> dict[str, Frozen]:
+            out = {}
+            for r in _ours(api, "Port_Group").values():
+                key = r.external_ids.get(K_KEY, "")
+                if "/" in key and not key.startswith("namespace:"):
+                    types = frozenset(t for t in r.external_ids.get(K_TYPES, "").split(",") if t)
+                    out[key] = Frozen(key, key.split("/")[0], types, frozenset(p.name for p in r.ports))
+            return out
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def counts(self) -> dict[str, int]:
+        def fn(api: Any) -> dict[str, int]:
+            groups = _ours(api, "Port_Group").values()
+            return {
+                "port_groups": len(groups),
+                "acls": sum(len(g.acls) for g in groups),
+                "address_sets": len(_ours(api, "Address_Set")),
+            }
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def apply(self, desired: Desired, keep: Collection[str] = ()) -> ApplyStats:
+        """Make our rows equal `desired` in one transaction; rows owned by a key in `keep` stay."""
+        with self._lock:
+            stats: ApplyStats = _Apply(self.api, desired, set(keep)).execute(check_error=True)
+        return stats
+
+    def _read(self, fn: Callable[[Any], Any]) -> Any:
+        return _Read(self.api, fn).execute(check_error=True)
+
+    def close(self) -> None:
+        self._conn.stop(timeout=5)

@@ -1,0 +1,130 @@
+"""Pods in netns through the real PrismNET agent on the session's OVN node, with echo servers.
+
+The CNI tests' session-scoped agent is reused when it runs (one agent per node); otherwise
+this module starts its own and stops it at the end of the module.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from controllers.netpol.ovn_apply import PolicyNorthbound
+from controllers.netpol.translate import Desired, Member
+from controllers.resources import ContainerPort
+from nodeenv.cni_component import CniComponent
+from nodeenv.node import Node
+from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods, pod_ip
+from tests.integration.controllers.netpol.traffic import EchoServers
+
+TCP_PORTS, UDP_PORTS = (8080, 9000), (5353,)
+
+
+def _agent_running(node: Node) -> bool:
+    path = node.endpoints.get("PRISMNET_AGENT_SOCKET")
+    if not path or not Path(path).exists():
+        return False
+    with socket.socket(socket.AF_UNIX) as s:
+        return s.connect_ex(path) == 0
+
+
+@pytest.fixture(scope="module")
+def cni_agent(ovn_node: Node) -> Iterator[Agent]:
+    if _agent_running(ovn_node):
+        env = {k: v for k, v in ovn_node.endpoints.items() if k.startswith("PRISMNET_")}
+        conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
+        conflist["plugins"] = conflist["plugins"][:1]
+        yield Agent(ovn_node, CniComponent(cluster_cidr=CLUSTER_CIDR), env, conflist)
+        return
+    component = CniComponent(cluster_cidr=CLUSTER_CIDR)
+    env = component.start(ovn_node)
+    ovn_node.endpoints.update(env)
+    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
+    conflist["plugins"] = conflist["plugins"][:1]
+    agent = Agent(ovn_node, component, env, conflist)
+    try:
+        yield agent
+    finally:
+        agent.stop()
+        component.cleanup(ovn_node)
+        for key in env:
+            ovn_node.endpoints.pop(key, None)
+
+
+@dataclass
+class PodNet:
+    namespace: str
+    name: str
+    netns: str
+    ip: str
+    labels: dict[str, str]
+    ports: tuple[ContainerPort, ...] = ()
+
+
+@dataclass
+class Cluster:
+    """Pods with labels, namespaces with labels, as the translation sees them."""
+
+    agent: Agent
+    nb: PolicyNorthbound
+    pods: dict[str, PodNet] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def members(self) -> list[Member]:
+        lsps = {(p.namespace, p.pod): p.lsp for p in self.nb.ports()}
+        return [
+            Member(
+                namespace=p.namespace,
+                name=p.name,
+                labels=p.labels,
+                lsp=lsps[(p.namespace, p.name)],
+                ips=(p.ip,),
+                ports=p.ports,
+            )
+            for p in self.pods.values()
+        ]
+
+    def node_ips(self) -> list[str]:
+        return [ip for p in self.nb.ports() if p.management for ip in p.ips]
+
+    def sync(self) -> None:
+        """Until every chassis has what the NB says (ovn-nbctl --wait=hv)."""
+        db = self.agent.node.endpoints["OVN_NB_DB"]
+        subprocess.run(["ovn-nbctl", f"--db={db}", "--wait=hv", "--timeout=20", "sync"], check=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(cni_agent: Agent) -> Iterator[Cluster]:
+    """np-a: web (port http=8080), fe; np-b: fe, db. Every pod echoes TCP 8080/9000 and UDP 5353."""
+    pods = Pods(cni_agent, [])
+    nb = PolicyNorthbound(cni_agent.node.endpoints["OVN_NB_DB"])
+    c = Cluster(cni_agent, nb, namespaces={"np-a": {"team": "a"}, "np-b": {"team": "b"}})
+    servers: list[EchoServers] = []
+    try:
+        for ns, name, labels in (
+            ("np-a", "web", {"app": "web"}),
+            ("np-a", "fe", {"app": "fe"}),
+            ("np-b", "fe", {"app": "fe"}),
+            ("np-b", "db", {"app": "db"}),
+        ):
+            netns, _, result = pods.add(ns, name)
+            ports = (ContainerPort(name="http", container_port=8080),) if name == "web" else ()
+            c.pods[f"{ns}/{name}"] = PodNet(ns, name, netns, pod_ip(result), labels, ports)
+            servers.append(EchoServers(netns, TCP_PORTS, UDP_PORTS))
+        yield c
+    finally:
+        for s in servers:
+            s.close()
+        nb.apply(Desired())
+        nb.close()
+        rt = cni_agent.runtime()
+        for name, cid, args, result in pods.created:
+            if cid:
+                rt.delete(cid, f"/run/netns/{name}", result or None, args=args)
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
