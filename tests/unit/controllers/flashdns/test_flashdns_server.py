@@ -1,0 +1,186 @@
+"""The embedded DNS server over real UDP and TCP on loopback, with a local upstream (dnslib's server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dnslib import QTYPE, DNSRecord
+
+from controllers.flashdns.forwarder import Forwarder, Upstream
+from controllers.flashdns.records import service_records
+from controllers.flashdns.server import DnsServer
+from controllers.flashdns.zone import Zone, apex_records
+from controllers.resources import EndpointSlice, Service
+from tests.unit.controllers.flashdns.dns_kit import (
+    ServerThread,
+    ask,
+    make_query,
+    start_upstream,
+    udp_raw,
+    values,
+)
+
+WEB = "web.default.svc.cluster.local."
+UPSTREAM_ZONE = """
+www.example.com. 60 IN A 192.0.2.80
+alias.example.com. 60 IN CNAME www.example.com.
+"""
+
+
+def service(name: str, **spec: Any) -> Service:
+    return Service.from_dict({"metadata": {"name": name, "namespace": "default"}, "spec": spec})
+
+
+def big_slice(n: int) -> EndpointSlice:
+    endpoints = [{"addresses": [f"10.244.{i // 250}.{i % 250 + 1}"]} for i in range(n)]
+    return EndpointSlice.from_dict(
+        {
+            "metadata": {
+                "name": "big-1",
+                "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "big"},
+            },
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[Any, int]]:
+    resolver, servers, port = start_upstream(UPSTREAM_ZONE)
+    yield resolver, port
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def dns(upstream: tuple[Any, int]) -> Iterator[ServerThread]:
+    zone = Zone("cluster.local", ttl=30, negative_ttl=5)
+    zone.replace("zone", apex_records(zone, "10.96.0.10"))
+    http = [{"name": "http", "port": 80, "protocol": "TCP"}]
+    zone.replace(
+        "service/default/web",
+        service_records(service("web", clusterIP="10.96.0.100", ports=http), [], "cluster.local"),
+    )
+    zone.replace(
+        "service/default/big",
+        service_records(service("big", clusterIP="None", ports=http), [big_slice(300)], "cluster.local"),
+    )
+    ext = service("ext", type="ExternalName", externalName="www.example.com")
+    zone.replace("service/default/ext", service_records(ext, [], "cluster.local"))
+    st = ServerThread(DnsServer(zone, Forwarder([Upstream("127.0.0.1", upstream[1])], timeout=1.0)))
+    yield st
+    st.close()
+
+
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+def test_a_record_with_case_preserved(dns: ServerThread, tcp: bool) -> None:
+    reply = ask(dns.port, "WeB.Default.SVC.cluster.local", tcp=tcp)
+    assert reply.header.rcode == 0 and reply.header.aa == 1
+    assert values(reply, "A") == {"10.96.0.100"}
+    assert str(reply.rr[0].rname) == "WeB.Default.SVC.cluster.local."
+    assert reply.rr[0].ttl == 30
+
+
+def test_srv_with_target_addresses_in_additional(dns: ServerThread) -> None:
+    reply = ask(dns.port, "_http._tcp." + WEB, "SRV")
+    assert values(reply, "SRV") == {f"0 100 80 {WEB}"}
+    assert {str(rr.rdata) for rr in reply.ar} == {"10.96.0.100"}
+
+
+def test_nxdomain_with_soa_and_negative_ttl(dns: ServerThread) -> None:
+    reply = ask(dns.port, "nope.default.svc.cluster.local")
+    assert reply.header.rcode == 3 and not reply.rr
+    assert reply.auth[0].rtype == QTYPE.SOA and reply.auth[0].ttl == 5
+    assert reply.auth[0].rdata.times[4] == 5
+
+
+@pytest.mark.parametrize(
+    ("name", "qtype"),
+    [(WEB, "AAAA"), (WEB, "TXT"), ("default.svc.cluster.local.", "A"), ("svc.cluster.local.", "A")],
+    ids=["AAAA of a v4 service", "TXT", "namespace (empty non-terminal)", "svc (empty non-terminal)"],
+)
+def test_nodata_is_noerror_with_soa(dns: ServerThread, name: str, qtype: str) -> None:
+    reply = ask(dns.port, name, qtype)
+    assert reply.header.rcode == 0 and not reply.rr
+    assert reply.auth[0].rtype == QTYPE.SOA
+
+
+def test_search_path_expansion_is_nxdomain_without_forwarding(
+    dns: ServerThread, upstream: tuple[Any, int]
+) -> None:
+    resolver, _ = upstream
+    before = len(resolver.queries)
+    reply = ask(dns.port, "web.default.svc.cluster.local.default.svc.cluster.local")
+    assert reply.header.rcode == 3 and reply.auth[0].rtype == QTYPE.SOA
+    assert len(resolver.queries) == before
+
+
+def test_apex_soa_ns_and_schema_version(dns: ServerThread) -> None:
+    assert ask(dns.port, "cluster.local", "SOA").rr[0].rtype == QTYPE.SOA
+    assert values(ask(dns.port, "cluster.local", "NS")) == {"ns.dns.cluster.local."}
+    assert values(ask(dns.port, "dns-version.cluster.local", "TXT")) == {'"1.1.0"'}
+
+
+def test_ptr(dns: ServerThread) -> None:
+    assert values(ask(dns.port, "100.0.96.10.in-addr.arpa", "PTR")) == {WEB}
+
+
+def test_300_endpoints_truncated_over_udp_whole_over_tcp(dns: ServerThread) -> None:
+    udp = ask(dns.port, "big.default.svc.cluster.local")
+    assert udp.header.tc == 1 and not udp.rr
+    with_edns = ask(dns.port, "big.default.svc.cluster.local", edns=4096)
+    assert with_edns.header.tc == 1, "300 A records are 4.8 kB: over 4096 too"
+    assert with_edns.ar and with_edns.ar[0].rtype == 41
+    tcp = ask(dns.port, "big.default.svc.cluster.local", tcp=True)
+    assert tcp.header.tc == 0 and len(values(tcp, "A")) == 300
+
+
+def test_edns_size_is_honoured(dns: ServerThread) -> None:
+    small = ask(dns.port, "_http._tcp.big.default.svc.cluster.local", "SRV", edns=1232)
+    assert small.header.tc == 1
+    plenty = ask(dns.port, "_http._tcp.big.default.svc.cluster.local", "SRV", edns=65000)
+    assert plenty.header.tc == 0 and len(values(plenty, "SRV")) == 300
+    assert not [rr for rr in plenty.ar if rr.rtype == QTYPE.A] or len(plenty.pack()) <= 65000
+    assert ask(dns.port, WEB, edns=1232).ar[-1].rtype == 41
+
+
+def test_edns_version_1_is_badvers(dns: ServerThread) -> None:
+    q = make_query(WEB, edns=1232)
+    q.ar[0].ttl = 1 << 16
+    reply = DNSRecord.parse(udp_raw(dns.port, q.pack()) or b"")
+    assert reply.header.rcode == 0 and (reply.ar[0].ttl >> 24) == 1  # extended rcode 16 = BADVERS
+
+
+@pytest.mark.parametrize("tcp", [False, True], ids=["udp", "tcp"])
+def test_other_names_are_forwarded_to_the_upstream(
+    dns: ServerThread, upstream: tuple[Any, int], tcp: bool
+) -> None:
+    resolver, _ = upstream
+    resolver.queries.clear()
+    reply = ask(dns.port, "www.example.com", tcp=tcp)
+    assert values(reply, "A") == {"192.0.2.80"} and resolver.queries == ["www.example.com."]
+    assert ask(dns.port, "missing.example.com", tcp=tcp).header.rcode == 3
+
+
+def test_external_name_cname_is_chased_upstream(dns: ServerThread) -> None:
+    reply = ask(dns.port, "ext.default.svc.cluster.local")
+    assert [QTYPE[rr.rtype] for rr in reply.rr] == ["CNAME", "A"]
+    assert values(reply) == {"www.example.com.", "192.0.2.80"}
+
+
+def test_answers_follow_zone_changes(dns: ServerThread) -> None:
+    zone = dns.server.zone
+    assert values(ask(dns.port, WEB)) == {"10.96.0.100"}  # now cached
+    new = service_records(service("web", clusterIP="10.96.0.101"), [], "cluster.local")
+    dns.loop.call_soon_threadsafe(zone.replace, "service/default/web", new)
+    dns.run(_noop())
+    assert values(ask(dns.port, WEB)) == {"10.96.0.101"}
+
+
+async def _noop() -> None:
+    return None
