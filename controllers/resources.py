@@ -236,6 +236,8 @@ class Pod:
     node_name: str = ""
     ports: tuple[ContainerPort, ...] = ()
     """Every container's declared ports."""
+    host_network: bool = False
+    """spec.hostNetwork: the pod's IPs are the node's."""
 
     @property
     def key(self) -> str:
@@ -265,4 +267,5 @@ class Pod:
             phase=str(status.get("phase", "") or ""),
             node_name=str(spec.get("nodeName", "") or ""),
             ports=ports,
+            host_network=bool(spec.get("hostNetwork", False)),
         )

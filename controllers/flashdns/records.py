@@ -145,13 +145,13 @@ def _srv(name: str, entries: Iterable[tuple[str, str, int, str]]) -> set[Record]
     }
 
 
-def pod_records(pod: Pod, domain: str, *, host_network: bool = False) -> RecordSet:
+def pod_records(pod: Pod, domain: str) -> RecordSet:
     """A/AAAA for each pod IP at `<dashed>.<ns>.pod.<zone>` and `<dashed>.pod.<zone>`, and a PTR.
 
     Host-network pods share the node's address, and finished pods have given theirs back: neither
     gets records.
     """
-    if host_network or pod.phase in ("Succeeded", "Failed"):
+    if pod.host_network or pod.phase in ("Succeeded", "Failed"):
         return frozenset()
     out: set[Record] = set()
     for ip in pod.ips:
