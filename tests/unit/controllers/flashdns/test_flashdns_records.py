@@ -217,10 +217,11 @@ def test_pods_without_records(phase: str, host_network: bool, ips: list[str]) ->
     pod = Pod.from_dict(
         {
             "metadata": {"name": "p", "namespace": "n"},
+            "spec": {"hostNetwork": host_network},
             "status": {"phase": phase, "podIPs": [{"ip": i} for i in ips]},
         }
     )
-    assert pod_records(pod, D, host_network=host_network) == frozenset()
+    assert pod_records(pod, D) == frozenset()
 
 
 def test_version_record_and_helpers() -> None:
