@@ -87,6 +87,9 @@ class Priorities:
     deny: int = 1000
 
 
+DEFAULT_PRIORITIES = Priorities()
+
+
 @dataclass
 class Desired:
     port_groups: dict[str, PortGroup] = field(default_factory=dict)
@@ -147,7 +150,7 @@ def translate(
     *,
     invalid: Mapping[str, str] = {},
     previous: Mapping[str, Frozen] = {},
-    prio: Priorities = Priorities(),
+    prio: Priorities = DEFAULT_PRIORITIES,
 ) -> tuple[Desired, dict[str, str]]:
     """The desired OVN state, and {policy key: reason} for every policy skipped as invalid.
 

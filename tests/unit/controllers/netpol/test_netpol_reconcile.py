@@ -1,0 +1,92 @@
+"""The reconciler: joins pods to their ports, skips invalid policies with an Event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controllers.machinery import Store
+from controllers.netpol.ovn_apply import ApplyStats, PortInfo
+from controllers.netpol.reconcile import NetpolReconciler, pod_changed
+from controllers.netpol.translate import Desired, Frozen, deny_group, policy_group
+
+
+class FakeNorthbound:
+    def __init__(self) -> None:
+        self.applied: list[tuple[Desired, set[str]]] = []
+        self.prev: dict[str, Frozen] = {}
+
+    def ports(self) -> list[PortInfo]:
+        return [
+            PortInfo("web-c1", "a", "web", ("10.0.0.5",), False),
+            PortInfo("mgmt.n1", "", "", ("10.0.9.2",), True),
+        ]
+
+    def previous(self) -> dict[str, Frozen]:
+        return self.prev
+
+    def apply(self, desired: Desired, keep: Any = ()) -> ApplyStats:
+        self.applied.append((desired, set(keep)))
+        return ApplyStats(1, 0, 0)
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str]] = []
+
+    async def record(self, obj: Any, type_: str, reason: str, action: str, note: str) -> None:
+        self.recorded.append((obj["metadata"]["name"], reason, note))
+
+
+def pod(name: str, labels: dict[str, str], ip: str = "") -> dict[str, Any]:
+    status = {"podIPs": [{"ip": ip}]} if ip else {}
+    return {"metadata": {"namespace": "a", "name": name, "labels": labels}, "spec": {}, "status": status}
+
+
+def policy(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "a", "name": name, "uid": name}, "spec": {"podSelector": {}, **spec}}
+
+
+def stores(*policies: dict[str, Any]) -> tuple[Store, Store, Store]:
+    pols, pods, nss = Store(), Store(), Store()
+    for p in policies:
+        pols.upsert(p)
+    pods.upsert(pod("web", {"app": "web"}))
+    pods.upsert(pod("nolsp", {"app": "web"}, "10.0.0.6"))  # no logical port: not a member
+    nss.upsert({"metadata": {"name": "a", "labels": {"team": "x"}}})
+    return pols, pods, nss
+
+
+async def test_members_come_from_ports_and_nodes_from_management_ports() -> None:
+    nb = FakeNorthbound()
+    await NetpolReconciler(nb, *stores(policy("p"))).reconcile("cluster")
+    desired, keep = nb.applied[-1]
+    assert desired.port_groups[policy_group("a/p")].ports == {"web-c1"}
+    assert desired.address_sets["pn_np_nodes"].addresses == {"10.0.9.2"}
+    assert keep == set()
+
+
+async def test_invalid_policy_gets_one_event_and_keeps_its_ovn_state() -> None:
+    nb, events = FakeNorthbound(), FakeEvents()
+    nb.prev = {"a/bad": Frozen("a/bad", "a", frozenset({"Ingress"}), frozenset({"web-c1"}))}
+    bad = policy("bad", ingress=[{"from": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}])
+    r = NetpolReconciler(nb, *stores(bad, policy("ok", ingress=[{"ports": [{"port": "nope"}]}])),
+                         events=events)  # type: ignore[arg-type]  # fmt: skip
+    await r.reconcile("cluster")
+    await r.reconcile("cluster")
+    desired, keep = nb.applied[-1]
+    assert keep == {"a/bad", "a/ok"}
+    assert sorted(e[:2] for e in events.recorded) == [
+        ("bad", "InvalidNetworkPolicy"),
+        ("ok", "InvalidNetworkPolicy"),
+    ]
+    assert "not a CIDR" in next(n for name, _, n in events.recorded if name == "bad")
+    assert policy_group("a/bad") not in desired.port_groups
+    assert desired.port_groups[deny_group("a", "Ingress")].ports == {"web-c1"}  # still isolated
+
+
+def test_pod_updates_that_do_not_matter_are_ignored() -> None:
+    a = pod("web", {"app": "web"}, "10.0.0.5")
+    b = {**a, "status": {**a["status"], "phase": "Running"}}
+    assert not pod_changed(a, b)
+    assert pod_changed(a, pod("web", {"app": "db"}, "10.0.0.5"))
+    assert pod_changed(a, pod("web", {"app": "web"}, "10.0.0.7"))
