@@ -1,0 +1,229 @@
+"""Level-triggered reconcile of one Service key (the work queue's unit).
+
+For a LoadBalancer Service of our class: validate its annotations, add the cleanup finalizer
+*before* any backend object exists, hold an external IP, program the backend from the Service
+and its EndpointSlices, then write `status.loadBalancer.ingress` and our condition. Bad input
+(annotations, a requested IP outside the pools or taken, no ports) and an exhausted pool become
+a Warning Event plus `LoadBalancerReady=False` and are not retried in a loop: the Service's next
+change, or an IP being freed, queues it again. Backend failures are retried with backoff.
+
+Deletion (deletionTimestamp, or the Service left our class): every backend object is removed
+and the IP freed, then the finalizer dropped. With the ovn backend every other Service with a
+ClusterIP is programmed too (ClusterIP:port -> endpoints).
+
+Restarts change no IP: before the first reconcile, and before any fresh allocation, every IP in
+our Services' status is restored into the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controllers.fiberlb.annotations import LOAD_BALANCER_ID, LbOptions, ServiceConfigError
+from controllers.fiberlb.backend import Backend, BackendError
+from controllers.fiberlb.desired import NoPorts, desired_lb
+from controllers.fiberlb.ippool import IpPool, PoolExhausted, Request, RequestedIPUnavailable
+from controllers.fiberlb.settings import FiberlbSettings
+from controllers.fiberlb.status import FINALIZER, ServiceWriter
+from controllers.machinery import EventRecorder, KubeObject, ReconcileError, Store
+from controllers.resources import EndpointSlice, Service
+
+log = logging.getLogger(__name__)
+SLICES_BY_SERVICE = "service"
+WAIT_FOR_IP = (PoolExhausted, RequestedIPUnavailable)
+
+
+def slice_service_key(obj: KubeObject) -> list[str]:
+    """Index function: "namespace/service" of an EndpointSlice (from its service-name label)."""
+    key = EndpointSlice.from_dict(obj).service_key
+    return [key] if key else []
+
+
+def _ref(obj: KubeObject) -> KubeObject:
+    return {**obj, "apiVersion": "v1", "kind": "Service"}  # list items carry no kind
+
+
+@dataclass
+class Reconciler:
+    settings: FiberlbSettings
+    backend: Backend
+    services: Store
+    slices: Store
+    writer: ServiceWriter
+    events: EventRecorder | None
+    pool: IpPool
+    requeue: Callable[[str], None] | None = None
+    """Queues a key (the controller's enqueue); set once the controller exists."""
+    pending: set[str] = field(default_factory=set)
+    _started: bool = False
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def ours(self, svc: Service) -> bool:
+        if svc.type != "LoadBalancer":
+            return False
+        cls = svc.load_balancer_class
+        return cls == self.settings.load_balancer_class or (not cls and self.settings.default_class)
+
+    def _request(self, svc: Service, opts: LbOptions) -> Request:
+        ports = frozenset((p.protocol, p.port) for p in svc.ports)
+        return Request(requested_ip=opts.requested_ip, sharing_key=opts.sharing_key, ports=ports)
+
+    def restore_all(self) -> int:
+        """Hold every IP our Services carry in status (sorted by key: deterministic on conflict)."""
+        restored = 0
+        for key in sorted(self.services):
+            obj = self.services.get_by_key(key)
+            svc = Service.from_dict(obj) if obj is not None else None
+            if svc is None or not svc.ingress_ips or self.pool.lookup(svc.key) or not self.ours(svc):
+                continue
+            try:
+                req = self._request(svc, LbOptions.from_service(svc))
+            except ServiceConfigError:
+                req = Request()
+            if self.pool.restore(svc.key, svc.ingress_ips[0], req):
+                restored += 1
+            else:
+                log.warning("%s claims %s, already held by another Service", svc.key, svc.ingress_ips[0])
+        return restored
+
+    async def _start(self) -> None:
+        """Once, before the first reconcile: restore every IP, then drop orphaned backend objects."""
+        if self._started:
+            return
+        restored = self.restore_all()
+        orphans = await asyncio.to_thread(self.backend.services) - set(self.services)
+        for key in sorted(orphans):
+            await asyncio.to_thread(self.backend.delete, key, "")
+        log.info("restored %d external IPs from Service status; removed %d orphaned load balancers",
+                 restored, len(orphans))  # fmt: skip
+        self._started = True
+
+    async def reconcile(self, key: str) -> float | None:
+        async with self._lock:
+            await self._start()
+        obj = self.services.get_by_key(key)
+        if obj is None:
+            await self._forget(key)
+            return None
+        svc = Service.from_dict(obj)
+        if self.ours(svc) and not svc.deleting:
+            await self._ensure(svc, obj)
+        elif FINALIZER in svc.finalizers:
+            await self._cleanup(svc, obj)
+        else:
+            await self._cluster_ip_only(svc)
+        return None
+
+    async def _forget(self, key: str) -> None:
+        self._release(key)
+        self.pending.discard(key)
+        await self._backend(self.backend.delete, key, "")
+
+    def _release(self, key: str) -> None:
+        if self.pool.release(key) and self.requeue is not None:
+            for waiting in sorted(self.pending):  # a freed IP: Services waiting for one try again
+                self.requeue(waiting)
+
+    async def _backend(self, fn: object, *args: object) -> object:
+        try:
+            return await asyncio.to_thread(fn, *args)  # type: ignore[arg-type]
+        except ServiceConfigError:
+            raise
+        except Exception as e:
+            raise BackendError(f"{self.backend.name} backend: {e}") from e
+
+    async def _cleanup(self, svc: Service, obj: KubeObject) -> None:
+        """Remove every backend object and free the IP, then drop the finalizer."""
+        if self.backend.programs_cluster_ips and not svc.deleting and self._wants_cluster_ip(svc):
+            await self._apply_cluster_ip(svc)
+        else:
+            await self._backend(self.backend.delete, svc.key, svc.uid)
+        self._release(svc.key)
+        self.pending.discard(svc.key)
+        if not svc.deleting:
+            await self.writer.clear_status(svc)
+            current = self.services.get_by_key(svc.key)
+            svc = Service.from_dict(current) if current is not None else svc
+        try:
+            await self.writer.remove_finalizer(svc)
+        except Exception as e:
+            if getattr(e, "status", None) != 404:
+                raise
+        if self.events is not None and svc.deleting:
+            await self.events.record(_ref(obj), "Normal", "DeletedLoadBalancer", "Delete",
+                                     "load balancer removed, external IP freed")  # fmt: skip
+
+    def _wants_cluster_ip(self, svc: Service) -> bool:
+        return (
+            self.settings.cluster_ips
+            and bool(svc.cluster_ip)
+            and bool(svc.ports)
+            and svc.type in ("ClusterIP", "NodePort", "LoadBalancer")
+        )
+
+    async def _cluster_ip_only(self, svc: Service) -> None:
+        if not self.backend.programs_cluster_ips:
+            return
+        if svc.deleting or not self._wants_cluster_ip(svc):
+            await self._backend(self.backend.delete, svc.key, svc.uid)
+            return
+        await self._apply_cluster_ip(svc)
+
+    async def _apply_cluster_ip(self, svc: Service) -> None:
+        try:
+            opts = LbOptions.from_service(svc)
+        except ServiceConfigError:
+            opts = LbOptions()  # annotations are for our load balancers; ClusterIPs ignore them
+        desired = desired_lb(svc, self._slices(svc), [svc.cluster_ip], opts)
+        await self._backend(self.backend.apply, desired)
+
+    def _slices(self, svc: Service) -> list[EndpointSlice]:
+        return [EndpointSlice.from_dict(o) for o in self.slices.by_index(SLICES_BY_SERVICE, svc.key)]
+
+    async def _ensure(self, svc: Service, obj: KubeObject) -> None:
+        try:
+            opts = LbOptions.from_service(svc)
+            if not svc.ports:
+                raise NoPorts(f"Service {svc.key} has no ports: nothing to load-balance")
+            if (patched := await self.writer.add_finalizer(svc)) is not None:
+                svc, obj = Service.from_dict(patched), patched
+            ip = self._allocate(svc, opts)
+        except ServiceConfigError as e:
+            await self._refuse(svc, obj, e)
+            return
+        vips = (
+            [ip, svc.cluster_ip] if self.backend.programs_cluster_ips and self.settings.cluster_ips else [ip]
+        )
+        try:
+            lb_id = await self._backend(self.backend.apply, desired_lb(svc, self._slices(svc), vips, opts))
+        except BackendError as e:
+            await self._refuse(svc, obj, e, event=False)  # the machinery records it with the retry
+            raise ReconcileError(e.reason, str(e), regarding=_ref(obj)) from e
+        if isinstance(lb_id, str) and lb_id:  # the spec keeps the FiberLB id on the Service
+            patched = await self.writer.set_annotation(svc, LOAD_BALANCER_ID, lb_id)
+            svc = Service.from_dict(patched) if patched is not None else svc
+        fresh = ip not in svc.ingress_ips
+        await self.writer.set_status(svc, [ip], True, "Ready", f"{self.backend.name} load balancer on {ip}")
+        if fresh and self.events is not None:
+            await self.events.record(_ref(obj), "Normal", "IPAllocated", "Allocate", f"external IP {ip}")
+
+    def _allocate(self, svc: Service, opts: LbOptions) -> str:
+        req = self._request(svc, opts)
+        if not self.pool.lookup(svc.key):
+            self.restore_all()  # another leader may have written IPs since: never hand one out twice
+        try:
+            ip = self.pool.assign(svc.key, req)
+        except WAIT_FOR_IP:
+            self.pending.add(svc.key)
+            raise
+        self.pending.discard(svc.key)
+        return ip
+
+    async def _refuse(self, svc: Service, obj: KubeObject, e: ServiceConfigError, event: bool = True) -> None:
+        log.warning("%s: %s: %s", svc.key, e.reason, e)
+        if self.events is not None and event:
+            await self.events.record(_ref(obj), "Warning", e.reason, "Ensure", str(e))
+        await self.writer.set_status(svc, svc.ingress_ips, False, e.reason, str(e))
