@@ -145,7 +145,7 @@ class Informer:
                 resync.cancel()
 
     async def _list_and_watch(self) -> None:
-        need_list = True
+        need_list = not (self.has_synced and self.resource_version)  # restarted: resume the watch
         while True:
             try:
                 if need_list:

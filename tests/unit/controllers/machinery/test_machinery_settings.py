@@ -31,8 +31,13 @@ def test_defaults_in_a_pod() -> None:
 
 
 def test_env_fallbacks_and_flags_win() -> None:
-    env = {"KUBECONFIG": "/tmp/kc", "FIBERLB_LEADER_ELECT": "false", "FIBERLB_WORKERS": "4",
-           "FIBERLB_METRICS_ADDRESS": "127.0.0.1:0", "EXTERNAL_IP_POOL": "192.0.2.0/24"}  # fmt: skip
+    env = {
+        "KUBECONFIG": "/tmp/kc",
+        "FIBERLB_LEADER_ELECT": "false",
+        "FIBERLB_WORKERS": "4",
+        "FIBERLB_METRICS_ADDRESS": "127.0.0.1:0",
+        "EXTERNAL_IP_POOL": "192.0.2.0/24",
+    }
     s = parse("fiberlb-controller", "", ["--workers", "8"], env, prefix="FIBERLB_", add_arguments=own_flags)
     assert s.kubeconfig == Path("/tmp/kc")
     assert s.leader_elect is False
