@@ -18,6 +18,8 @@ from nodeenv.daemons import is_alive
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_stack import OvnStack, missing_prerequisites
 
+pytest_plugins = ["tests.kubeapi_fixture"]  # the `kube_api` fixture: the Kubernetes API double
+
 
 def require_root() -> None:
     if os.geteuid() != 0:

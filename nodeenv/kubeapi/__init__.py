@@ -1,0 +1,23 @@
+"""A Kubernetes API test double (no kube-apiserver can run on these machines).
+
+It serves the real REST paths and JSON over HTTPS with bearer tokens, so kubectl and
+kubernetes_asyncio talk to it as to kube-apiserver. Each module's docstring says what is faithful
+and what is simplified:
+
+  kinds.py        the registry of kinds (one row per kind)      store.py      objects, resourceVersion,
+  objects.py      metadata rules (uid, generation, ...)                       history, watch fan-out
+  crud.py         verbs' semantics, finalizers, namespaces       paging.py     limit/continue
+  services.py     Service defaulting, ClusterIP/NodePort         allocator.py  the IP/port bitmaps
+  selectors.py    label and field selectors                      patches.py    merge/JSON/strategic
+  patchmeta.py    strategic-merge list keys                      apply.py      server-side apply
+  watchstream.py  the watch protocol (bookmarks, 410)            tables.py     kubectl's Tables
+  discovery.py    /api, /apis, /version                          openapi.py    /openapi/v2, /openapi/v3
+  routing.py      path -> RequestInfo                            handlers.py   one function per verb
+  auth.py         tokens -> users, the request record            audit.py      recording each request
+  rbac.py         opt-in RBAC authorization                      app.py        the aiohttp app
+  state.py        settings (ApiConfig), faults                   server.py     HTTPS server, threaded runner
+  devpki.py       dev serving cert, kubeconfigs                  __main__.py   the daemon
+
+Tests use the `kube_api` fixture (tests/kubeapi_fixture.py); `make node-up` runs the daemon
+(nodeenv/kubeapi_component.py).
+"""

@@ -1,0 +1,238 @@
+"""The verbs' semantics, independent of HTTP: get, list, create, update, patch, delete, deletecollection.
+
+Faithful: namespaced creates need an existing, non-terminating namespace (404 NotFound /
+403 Forbidden as the NamespaceLifecycle admission plugin answers); 409 AlreadyExists; optimistic
+concurrency on update and patch (a stale metadata.resourceVersion is 409 Conflict; none means
+unconditional); the /status subresource; finalizers (delete sets deletionTimestamp and
+deletionGracePeriodSeconds=0 and the object stays until an update empties the finalizers, which
+removes it with one DELETED event); delete preconditions (uid, resourceVersion); dryRun=All; the
+immortal namespaces default/kube-system/kube-public cannot be deleted.
+Simplified: deleting a namespace marks it Terminating, deletes its objects at once (objects with
+finalizers stay until finalized) and removes the namespace when it is empty (no namespace controller
+delay); propagationPolicy and gracePeriodSeconds are accepted but there is no garbage collector, so
+ownerReferences are not followed and Pods are deleted at once (no kubelet to confirm).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from nodeenv.kubeapi.errors import STALE, BadRequest, Forbidden, NotFound, already_exists, conflict, not_found
+from nodeenv.kubeapi.kinds import Kind, Registry
+from nodeenv.kubeapi.objects import Obj, now_rfc3339, prepare_create, prepare_update
+from nodeenv.kubeapi.paging import Page, paginate
+from nodeenv.kubeapi.selectors import Selector
+from nodeenv.kubeapi.services import ServiceAllocator
+from nodeenv.kubeapi.store import Store
+
+IMMORTAL = ("default", "kube-system", "kube-public")
+START_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteOptions:
+    grace_period: int | None = None
+    propagation: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    dry_run: bool = False
+
+
+class Resources:
+    def __init__(self, store: Store, registry: Registry, service_cidr: str = "10.96.0.0/16") -> None:
+        self.store, self.registry = store, registry
+        self.namespaces = self._kind("", "v1", "namespaces")
+        self.services = ServiceAllocator(self._kind("", "v1", "services"), service_cidr)
+
+    def _kind(self, group: str, version: str, plural: str) -> Kind:
+        kind = self.registry.lookup(group, version, plural)
+        assert kind is not None
+        return kind
+
+    def bootstrap(self) -> None:
+        """What a fresh kube-apiserver has: the four namespaces and the `kubernetes` Service."""
+        for ns in START_NAMESPACES:
+            self.create(self.namespaces, "", {"metadata": {"name": ns}})
+        ip = self.services.ips.nth(1)
+        svc = {
+            "metadata": {
+                "name": "kubernetes",
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {"clusterIP": ip, "ports": [{"name": "https", "port": 443, "targetPort": 6443}]},
+        }
+        self.create(self.services.kind, "default", svc)
+
+    # reads
+    def get(self, kind: Kind, namespace: str, name: str) -> Obj:
+        obj = self.store.get(kind, namespace, name)
+        if obj is None:
+            raise not_found(kind, name)
+        return obj
+
+    def list_page(
+        self, kind: Kind, namespace: str | None, selector: Selector, limit: int = 0, token: str | None = None
+    ) -> Page:
+        return paginate(self.store, kind, namespace, selector, limit, token)
+
+    # writes
+    def create(self, kind: Kind, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+        obj = prepare_create(kind, body, namespace)
+        if kind.namespaced:
+            self._check_namespace_open(namespace)
+        name = obj["metadata"]["name"]
+        if self.store.get(kind, namespace, name) is not None:
+            raise already_exists(kind, name)
+        self._on_create(kind, obj)
+        if dry_run:
+            self._on_delete(kind, obj)
+            return obj
+        return self.store.put(kind, obj, None)
+
+    def _check_namespace_open(self, namespace: str) -> None:
+        ns = self.store.get(self.namespaces, "", namespace)
+        if ns is None:
+            raise not_found(self.namespaces, namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise Forbidden(
+                f"unable to create new content in namespace {namespace} because it is being terminated",
+                {"name": namespace, "kind": "namespaces"},
+            )
+
+    def _on_create(self, kind: Kind, obj: Obj) -> None:
+        if kind is self.services.kind:
+            self.services.on_create(obj)
+        elif kind is self.namespaces:
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj["status"] = {"phase": "Active"}
+            labels = obj["metadata"].setdefault("labels", {})
+            labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+
+    def _on_delete(self, kind: Kind, obj: Obj) -> None:
+        if kind is self.services.kind:
+            self.services.on_delete(obj)
+
+    def update(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            raise BadRequest("Object 'metadata' is missing or not an object")
+        if body["metadata"].get("name", name) != name:
+            raise BadRequest(
+                f"the name of the object ({body['metadata'].get('name')}) "
+                f"does not match the name on the URL ({name})"
+            )
+        old = self.get(kind, namespace, name)
+        rv = body["metadata"].get("resourceVersion")
+        if rv not in (None, "") and rv != old["metadata"]["resourceVersion"]:
+            raise conflict(kind, name, STALE)
+        new = prepare_update(kind, old, body, subresource=subresource)
+        return self._store_update(kind, old, new, dry_run=dry_run)
+
+    def _store_update(self, kind: Kind, old: Obj, new: Obj, *, dry_run: bool) -> Obj:
+        if kind is self.services.kind and not dry_run:
+            self.services.on_update(old, new)
+        elif kind is self.namespaces:
+            new.setdefault("status", old.get("status", {}))
+            new.setdefault("spec", old.get("spec", {}))
+        if dry_run:
+            new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            return new
+        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            return self._remove(kind, new)
+        return self.store.put(kind, new, old)
+
+    def _remove(self, kind: Kind, obj: Obj) -> Obj:
+        self._on_delete(kind, obj)
+        gone = self.store.remove(kind, obj)
+        ns = obj["metadata"].get("namespace")
+        if ns:
+            self._finish_namespace_if_empty(ns)
+        return gone
+
+    # delete
+    def delete(self, kind: Kind, namespace: str, name: str, opts: DeleteOptions) -> tuple[Obj, bool]:
+        """Returns (object, removed now)."""
+        obj = self.get(kind, namespace, name)
+        meta = obj["metadata"]
+        if opts.uid and opts.uid != meta.get("uid"):
+            raise conflict(
+                kind,
+                name,
+                f"Precondition failed: UID in precondition: {opts.uid}, "
+                f"UID in object meta: {meta.get('uid')}",
+            )
+        if opts.resource_version and opts.resource_version != meta["resourceVersion"]:
+            raise conflict(
+                kind,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {opts.resource_version}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            )
+        if kind is self.namespaces and name in IMMORTAL:
+            raise Forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                            {"name": name, "kind": "namespaces"})  # fmt: skip
+        if opts.dry_run:
+            return obj, not meta.get("finalizers")
+        if kind is self.namespaces:
+            return self._delete_namespace(obj)
+        if not meta.get("finalizers"):
+            return self._remove(kind, obj), True
+        if meta.get("deletionTimestamp"):
+            return obj, False
+        return self.store.put(kind, _marked(obj), obj), False
+
+    def _delete_namespace(self, ns: Obj) -> tuple[Obj, bool]:
+        name = ns["metadata"]["name"]
+        if not ns["metadata"].get("deletionTimestamp"):
+            marked = _marked(ns)
+            marked["status"] = {**marked.get("status", {}), "phase": "Terminating"}
+            ns = self.store.put(self.namespaces, marked, ns)
+        for kind in self.registry.kinds:
+            if kind.namespaced:
+                for obj in list(self.store.items(kind, name)):
+                    if not obj["metadata"].get("finalizers"):
+                        self._on_delete(kind, obj)
+                        self.store.remove(kind, obj)
+                    elif not obj["metadata"].get("deletionTimestamp"):
+                        self.store.put(kind, _marked(obj), obj)
+        gone = self._finish_namespace_if_empty(name)
+        return (gone, True) if gone is not None else (ns, False)
+
+    def _finish_namespace_if_empty(self, name: str) -> Obj | None:
+        ns = self.store.get(self.namespaces, "", name)
+        if ns is None or not ns["metadata"].get("deletionTimestamp"):
+            return None
+        if any(self.store.count(k, name) for k in self.registry.kinds if k.namespaced):
+            return None
+        return self.store.remove(self.namespaces, ns)
+
+    def delete_collection(
+        self, kind: Kind, namespace: str | None, selector: Selector, opts: DeleteOptions
+    ) -> list[Obj]:
+        out = []
+        for obj in self.store.list(kind, namespace, selector):
+            meta = obj["metadata"]
+            if kind is self.namespaces and meta["name"] in IMMORTAL:
+                continue
+            try:
+                out.append(self.delete(kind, meta.get("namespace", ""), meta["name"], opts)[0])
+            except NotFound:
+                continue
+        return out
+
+
+def _marked(obj: Obj) -> Obj:
+    marked = copy.deepcopy(obj)
+    marked["metadata"]["deletionTimestamp"] = now_rfc3339()
+    marked["metadata"]["deletionGracePeriodSeconds"] = 0
+    return marked

@@ -1,0 +1,147 @@
+"""Resource requests: one function per verb, from a resolved RequestInfo to a response.
+
+Responses as kube-apiserver sends them: create 201 with the object; get/update/patch 200;
+delete 200 with the deleted object (Pods, Services, Namespaces: the store returns the object) or a
+`Status` of `Success` (other kinds), and 200 with the object while finalizers hold it; lists are
+`<Kind>List` with metadata.resourceVersion (and continue / remainingItemCount); `Table` when the
+client asks for `as=Table` (kubectl get).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from nodeenv.kubeapi import apply, tables, watchstream
+from nodeenv.kubeapi.errors import NotFound, not_found
+from nodeenv.kubeapi.kinds import Kind
+from nodeenv.kubeapi.patches import APPLY, apply_patch
+from nodeenv.kubeapi.routing import RequestInfo
+from nodeenv.kubeapi.state import ApiState
+from nodeenv.kubeapi.wire import (
+    delete_options,
+    dry_run,
+    int_param,
+    list_body,
+    parse_body,
+    respond,
+    selector,
+    success_status,
+)
+
+Handler = Callable[[web.Request, ApiState, RequestInfo, Kind], Awaitable[web.StreamResponse]]
+_RETURNS_OBJECT = ("Pod", "Service", "Namespace")
+
+
+async def _body(request: web.Request) -> Any:
+    return parse_body(await request.read(), request.content_type)
+
+
+def _respond_obj(request: web.Request, kind: Kind, obj: dict[str, Any], status: int = 200) -> web.Response:
+    if tables.wants_table(request.headers.get("Accept", "")):
+        return respond(tables.table(kind, [obj], obj["metadata"]["resourceVersion"], request.query), status)
+    return respond(obj, status)
+
+
+async def get(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    return _respond_obj(request, kind, st.resources.get(kind, info.namespace, info.name))
+
+
+async def list_(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    q = request.query
+    sel = selector(q, kind)
+    page = st.resources.list_page(
+        kind, info.namespace or None, sel, int_param(q, "limit", 0) or 0, q.get("continue")
+    )
+    if tables.wants_table(request.headers.get("Accept", "")):
+        body = tables.table(kind, page.items, page.resource_version, q, page.continue_token)
+        return respond(body)
+    return respond(list_body(kind, page.items, page.resource_version, page.continue_token, page.remaining))
+
+
+async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    body = await _body(request)
+    obj = st.resources.create(kind, info.namespace, body, dry_run=dry_run(request.query))
+    return _respond_obj(request, kind, obj, 201)
+
+
+async def update(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    body = await _body(request)
+    obj = st.resources.update(
+        kind, info.namespace, info.name, body, subresource=info.subresource, dry_run=dry_run(request.query)
+    )
+    return _respond_obj(request, kind, obj)
+
+
+async def patch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    body = await _body(request)
+    ctype, q = request.content_type, request.query
+    if ctype == APPLY:
+        obj, created = apply.server_side_apply(st.resources, kind, info, body, q)
+        return _respond_obj(request, kind, obj, 201 if created else 200)
+    current = st.resources.get(kind, info.namespace, info.name)
+    patched = apply_patch(ctype, current, body, kind.kind)
+    meta = patched.get("metadata")
+    if not isinstance(meta, dict):
+        patched["metadata"] = meta = {}
+    meta.setdefault("name", info.name)
+    if "resourceVersion" not in meta or meta["resourceVersion"] is None:
+        meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+    obj = st.resources.update(
+        kind, info.namespace, info.name, patched, subresource=info.subresource, dry_run=dry_run(q)
+    )
+    return _respond_obj(request, kind, obj)
+
+
+async def delete(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    raw = await request.read()
+    body = parse_body(raw, "application/json") if raw.strip() else None
+    obj, removed = st.resources.delete(kind, info.namespace, info.name, delete_options(request.query, body))
+    if removed and kind.kind not in _RETURNS_OBJECT:
+        return respond(success_status(kind, obj))
+    return respond(obj)
+
+
+async def delete_collection(
+    request: web.Request, st: ApiState, info: RequestInfo, kind: Kind
+) -> web.StreamResponse:
+    raw = await request.read()
+    body = parse_body(raw, "application/json") if raw.strip() else None
+    sel = selector(request.query, kind)
+    items = st.resources.delete_collection(
+        kind, info.namespace or None, sel, delete_options(request.query, body)
+    )
+    return respond(list_body(kind, items, str(st.store.rv), None, None))
+
+
+async def watch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    return await watchstream.serve(request, st, info, kind)
+
+
+VERBS: dict[str, Handler] = {
+    "get": get,
+    "list": list_,
+    "watch": watch,
+    "create": create,
+    "update": update,
+    "patch": patch,
+    "delete": delete,
+    "deletecollection": delete_collection,
+}
+
+_NEEDS_NAMESPACE = ("get", "create", "update", "patch", "delete")
+
+
+async def handle(request: web.Request, st: ApiState, info: RequestInfo) -> web.StreamResponse:
+    kind = info.kind
+    if kind is None:
+        raise NotFound("the server could not find the requested resource")
+    if kind.namespaced and not info.namespace and info.verb in _NEEDS_NAMESPACE:
+        raise (
+            not_found(kind, info.name)
+            if info.name
+            else NotFound("the server could not find the requested resource")
+        )
+    return await VERBS[info.verb](request, st, info, kind)

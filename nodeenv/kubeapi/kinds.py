@@ -1,0 +1,134 @@
+"""The registry of kinds the double serves: adding a kind is one row in `KINDS`.
+
+Each row carries what discovery publishes for it (kind, plural, singular, namespaced, verbs,
+shortNames, categories, subresources) and the field selectors the real apiserver accepts for it
+(metadata.name and metadata.namespace for every kind, plus the per-kind ones registered by each
+kind's `GetAttrs`/field label conversion in kube-apiserver).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+NS_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kind:
+    group: str  # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    status: bool = False  # has a /status subresource
+    fields: tuple[str, ...] = ()  # field selectors beyond metadata.name / metadata.namespace
+    verbs: tuple[str, ...] = ALL_VERBS
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def key(self) -> str:
+        """Storage key: one collection per group+resource, as in etcd."""
+        return f"{self.group}/{self.plural}"
+
+    @property
+    def qualified(self) -> str:
+        """How the apiserver names the resource in messages: `pods`, `leases.coordination.k8s.io`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def selectable_fields(self) -> tuple[str, ...]:
+        base = ("metadata.name",) if not self.namespaced else ("metadata.name", "metadata.namespace")
+        return base + self.fields
+
+
+_POD_FIELDS = (
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.nominatedNodeName",
+)
+_EVENT_FIELDS = (
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+)
+_RBAC = "rbac.authorization.k8s.io"
+
+KINDS: tuple[Kind, ...] = (
+    Kind(group="", version="v1", kind="Namespace", plural="namespaces", namespaced=False,
+         short_names=("ns",), status=True, fields=("status.phase",), verbs=NS_VERBS),
+    Kind(group="", version="v1", kind="Pod", plural="pods", namespaced=True, short_names=("po",),
+         categories=("all",), status=True, fields=_POD_FIELDS),
+    Kind(group="", version="v1", kind="Service", plural="services", namespaced=True,
+         short_names=("svc",), categories=("all",), status=True, fields=("spec.clusterIP", "spec.type")),
+    Kind(group="", version="v1", kind="Endpoints", plural="endpoints", namespaced=True, short_names=("ep",)),
+    Kind(group="", version="v1", kind="Node", plural="nodes", namespaced=False, short_names=("no",),
+         status=True, fields=("spec.unschedulable",)),
+    Kind(group="", version="v1", kind="Event", plural="events", namespaced=True, short_names=("ev",),
+         fields=_EVENT_FIELDS),
+    Kind(group="", version="v1", kind="ConfigMap", plural="configmaps", namespaced=True, short_names=("cm",)),
+    Kind(group="", version="v1", kind="Secret", plural="secrets", namespaced=True, fields=("type",)),
+    Kind(group="", version="v1", kind="ServiceAccount", plural="serviceaccounts", namespaced=True,
+         short_names=("sa",)),
+    Kind(group="", version="v1", kind="ResourceQuota", plural="resourcequotas", namespaced=True,
+         short_names=("quota",), status=True),
+    Kind(group="", version="v1", kind="LimitRange", plural="limitranges", namespaced=True,
+         short_names=("limits",)),
+    Kind(group="discovery.k8s.io", version="v1", kind="EndpointSlice", plural="endpointslices",
+         namespaced=True),
+    Kind(group="networking.k8s.io", version="v1", kind="NetworkPolicy", plural="networkpolicies",
+         namespaced=True, short_names=("netpol",)),
+    Kind(group="events.k8s.io", version="v1", kind="Event", plural="events", namespaced=True,
+         short_names=("ev",)),
+    Kind(group="coordination.k8s.io", version="v1", kind="Lease", plural="leases", namespaced=True),
+    Kind(group=_RBAC, version="v1", kind="Role", plural="roles", namespaced=True),
+    Kind(group=_RBAC, version="v1", kind="RoleBinding", plural="rolebindings", namespaced=True),
+    Kind(group=_RBAC, version="v1", kind="ClusterRole", plural="clusterroles", namespaced=False),
+    Kind(group=_RBAC, version="v1", kind="ClusterRoleBinding", plural="clusterrolebindings",
+         namespaced=False),
+)  # fmt: skip
+
+
+class Registry:
+    """Lookups by (group, version, plural) and by storage key."""
+
+    def __init__(self, kinds: tuple[Kind, ...] = KINDS) -> None:
+        self.kinds = kinds
+        self._by_path = {(k.group, k.version, k.plural): k for k in kinds}
+
+    def lookup(self, group: str, version: str, plural: str) -> Kind | None:
+        return self._by_path.get((group, version, plural))
+
+    def groups(self) -> dict[str, list[str]]:
+        """Non-core group -> versions, in registry order."""
+        out: dict[str, list[str]] = {}
+        for k in self.kinds:
+            if k.group and k.version not in out.setdefault(k.group, []):
+                out[k.group].append(k.version)
+        return out
+
+    def in_group_version(self, group: str, version: str) -> list[Kind]:
+        return [k for k in self.kinds if k.group == group and k.version == version]

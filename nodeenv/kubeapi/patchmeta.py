@@ -1,0 +1,58 @@
+"""Strategic-merge patch metadata: which lists merge by which key (the Go types' `patchStrategy` and
+`patchMergeKey` struct tags), for the kinds the double serves. Lists not named here are atomic
+(replaced wholesale), as for Go fields without a patch strategy.
+
+A `Field` with `key=""` is a primitive list merged as a set (e.g. metadata.finalizers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    key: str | None = None  # merge key for a list; "" primitive set-merge; None: not a merge list
+    children: dict[str, Field] = field(default_factory=dict)
+
+
+Schema = dict[str, Field]
+
+CONDITIONS = Field("type")
+META: Schema = {"finalizers": Field(""), "ownerReferences": Field("uid")}
+CONTAINER: Schema = {
+    "ports": Field("containerPort"),
+    "env": Field("name"),
+    "volumeMounts": Field("mountPath"),
+    "volumeDevices": Field("devicePath"),
+}
+POD_SPEC: Schema = {
+    "containers": Field("name", CONTAINER),
+    "initContainers": Field("name", CONTAINER),
+    "ephemeralContainers": Field("name", CONTAINER),
+    "volumes": Field("name"),
+    "imagePullSecrets": Field("name"),
+    "hostAliases": Field("ip"),
+}
+POD_STATUS: Schema = {"conditions": CONDITIONS, "podIPs": Field("ip"), "hostIPs": Field("ip")}
+
+
+def _kind(spec: Schema | None = None, status: Schema | None = None) -> Schema:
+    return {
+        "metadata": Field(children=META),
+        "spec": Field(children=spec or {}),
+        "status": Field(children=status or {}),
+    }
+
+
+BY_KIND: dict[str, Schema] = {
+    "Pod": _kind(POD_SPEC, POD_STATUS),
+    "Service": _kind({"ports": Field("port")}, {"conditions": CONDITIONS}),
+    "Node": _kind({"podCIDRs": Field("")}, {"conditions": CONDITIONS, "addresses": Field("type")}),
+    "Namespace": _kind(None, {"conditions": CONDITIONS}),
+    "ResourceQuota": _kind(),
+}
+
+
+def schema_for(kind: str) -> Schema:
+    return BY_KIND.get(kind) or _kind()

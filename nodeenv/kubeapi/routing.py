@@ -1,0 +1,96 @@
+"""Request paths to RequestInfo, as k8s.io/apiserver's RequestInfoFactory resolves them.
+
+/api/v1/<plural>[/<name>[/<sub>]]                              cluster-scoped, or a namespaced
+/api/v1/namespaces/<ns>/<plural>[/<name>[/<sub>]]              kind across all namespaces
+/apis/<group>/<version>/...                                    the same for named groups
+/api/v1/watch/...                                              the deprecated watch prefix
+The verb comes from the method: GET get/list/watch, POST create, PUT update, PATCH patch,
+DELETE delete/deletecollection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from nodeenv.kubeapi.errors import NotFound, method_not_allowed
+from nodeenv.kubeapi.kinds import Kind, Registry
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestInfo:
+    verb: str
+    group: str
+    version: str
+    resource: str
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    kind: Kind | None = None
+
+
+def _truthy(v: str | None) -> bool:
+    return (v or "").lower() in ("1", "true", "t", "yes")
+
+
+def _not_found() -> NotFound:
+    return NotFound("the server could not find the requested resource")
+
+
+def _split(path: str) -> tuple[str, str, list[str]] | None:
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 2:
+        return "", parts[1], parts[2:]
+    if parts[:1] == ["apis"] and len(parts) >= 3:
+        return parts[1], parts[2], parts[3:]
+    return None
+
+
+def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]) -> RequestInfo | None:
+    """None for non-resource paths (discovery and the like); NotFound for unknown resources."""
+    split = _split(path)
+    if split is None:
+        return None
+    group, version, rest = split
+    if not rest:
+        return None
+    watch_prefix = rest[0] == "watch"
+    if watch_prefix:
+        rest = rest[1:]
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        cand = registry.lookup(group, version, rest[2])
+        if cand is not None and cand.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        raise _not_found()
+    kind = registry.lookup(group, version, rest[0])
+    if kind is None:
+        raise _not_found()
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if sub and (sub != "status" or not kind.status):
+        raise _not_found()
+    verb = _verb(method, bool(name), watch_prefix or _truthy(query.get("watch")))
+    if sub and verb not in ("get", "update", "patch"):
+        raise method_not_allowed()
+    return RequestInfo(
+        verb=verb, group=group, version=version, resource=kind.plural, subresource=sub,
+        namespace=namespace, name=name, kind=kind,
+    )  # fmt: skip
+
+
+def _verb(method: str, has_name: bool, watch: bool) -> str:
+    if method == "GET":
+        if watch:
+            return "watch"
+        return "get" if has_name else "list"
+    if method == "DELETE":
+        return "delete" if has_name else "deletecollection"
+    if method == "POST" and not has_name:
+        return "create"
+    if method in ("PUT", "PATCH") and has_name:
+        return _VERBS[method]
+    raise method_not_allowed()

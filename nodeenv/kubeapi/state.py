@@ -1,0 +1,96 @@
+"""What one running double holds: settings, store, verbs, tokens, the request record, faults."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from nodeenv.kubeapi.auth import Recorder, Tokens
+from nodeenv.kubeapi.crud import Resources
+from nodeenv.kubeapi.errors import ApiError, Conflict, InternalError, ServiceUnavailable, TooManyRequests
+from nodeenv.kubeapi.kinds import Registry
+from nodeenv.kubeapi.rbac import Authorizer
+from nodeenv.kubeapi.routing import RequestInfo
+from nodeenv.kubeapi.store import Store
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiConfig:
+    service_cidr: str = "10.96.0.0/16"
+    bookmark_interval: float = 60.0
+    """Seconds between BOOKMARK events on watches that allow them (the real server: about a minute)."""
+    watch_timeout: float = 1800.0
+    """A watch without timeoutSeconds ends after this (kube-apiserver's --min-request-timeout)."""
+    history_limit: int = 100_000
+    """Events kept for watches from an older resourceVersion; older ones get 410."""
+    enforce_rbac: bool = False
+    """Authorize non-admin users by the Roles/ClusterRoles and bindings in the store (opt-in)."""
+
+
+_ERRORS: dict[int, type[ApiError]] = {
+    409: Conflict,
+    429: TooManyRequests,
+    500: InternalError,
+    503: ServiceUnavailable,
+}
+
+
+@dataclass(kw_only=True)
+class Fault:
+    """Make the next `times` requests matching verb/resource (and namespace/name when set) fail with
+    `code` (a Status of the matching reason), or just wait `delay` seconds first when code is 0."""
+
+    verb: str = "*"
+    resource: str = "*"
+    namespace: str | None = None
+    name: str | None = None
+    code: int = 500
+    times: int = 1
+    delay: float = 0.0
+    message: str = "injected fault"
+
+    def matches(self, info: RequestInfo) -> bool:
+        return (
+            self.times > 0
+            and self.verb in ("*", info.verb)
+            and self.resource in ("*", info.resource)
+            and self.namespace in (None, info.namespace)
+            and self.name in (None, info.name)
+        )
+
+    def error(self) -> ApiError | None:
+        if not self.code:
+            return None
+        cls = _ERRORS.get(self.code, InternalError)
+        err = cls(self.message)
+        if cls is InternalError and self.code != 500:
+            err = type("Injected", (ApiError,), {"code": self.code, "reason": "InternalError"})(self.message)
+        return err
+
+
+@dataclass
+class ApiState:
+    config: ApiConfig
+    registry: Registry = field(default_factory=Registry)
+    store: Store = field(init=False)
+    resources: Resources = field(init=False)
+    tokens: Tokens = field(default_factory=Tokens)
+    recorder: Recorder = field(default_factory=Recorder)
+    faults: list[Fault] = field(default_factory=list)
+    fault_lock: threading.Lock = field(default_factory=threading.Lock)
+    authorizer: Authorizer | None = None
+
+    def __post_init__(self) -> None:
+        self.store = Store(self.config.history_limit)
+        self.resources = Resources(self.store, self.registry, self.config.service_cidr)
+        self.resources.bootstrap()
+        if self.config.enforce_rbac:
+            self.authorizer = Authorizer(self.store, self.registry)
+
+    def take_fault(self, info: RequestInfo) -> Fault | None:
+        with self.fault_lock:
+            for f in self.faults:
+                if f.matches(info):
+                    f.times -= 1
+                    return f
+        return None

@@ -1,0 +1,173 @@
+"""`meta.k8s.io/v1` Tables for `kubectl get`: the columns of kube-apiserver's printers for the kinds
+kubectl users look at (Namespaces, Pods, Services, Endpoints, EndpointSlices, Nodes, ConfigMaps,
+Secrets, Leases), Name/Age for the rest. Rows carry the object as `PartialObjectMetadata` unless the
+client asks `includeObject=Object` (or `None`). Age uses the apiserver's HumanDuration buckets.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from nodeenv.kubeapi.kinds import Kind
+
+Obj = dict[str, Any]
+Column = tuple[str, str, Callable[[Obj], Any]]  # name, type, cell
+
+
+def wants_table(accept: str) -> bool:
+    return "as=Table" in accept
+
+
+def human_duration(seconds: float) -> str:
+    s = int(seconds)
+    if s < 0:
+        return "<invalid>"
+    if s < 120:
+        return f"{s}s"
+    m = s // 60
+    if m < 10:
+        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
+    if m < 180:
+        return f"{m}m"
+    h = s // 3600
+    if h < 8:
+        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    d = h // 24
+    if h < 24 * 8:
+        return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
+    return f"{d}d" if d < 365 * 2 else f"{d // 365}y"
+
+
+def _age(o: Obj) -> str:
+    ts = o["metadata"].get("creationTimestamp")
+    if not ts:
+        return "<unknown>"
+    created = dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    return human_duration((dt.datetime.now(dt.UTC) - created).total_seconds())
+
+
+def _get(o: Obj, *path: str) -> Any:
+    cur: Any = o
+    for p in path:
+        cur = cur.get(p) if isinstance(cur, dict) else None
+    return cur
+
+
+def _svc_ports(o: Obj) -> str:
+    out = []
+    for p in _get(o, "spec", "ports") or []:
+        node = f":{p['nodePort']}" if p.get("nodePort") else ""
+        out.append(f"{p.get('port')}{node}/{p.get('protocol', 'TCP')}")
+    return ",".join(out) or "<none>"
+
+
+def _external_ip(o: Obj) -> str:
+    ips = [i.get("ip") or i.get("hostname") for i in _get(o, "status", "loadBalancer", "ingress") or []]
+    ips += _get(o, "spec", "externalIPs") or []
+    if ips:
+        return ",".join(str(i) for i in ips)
+    if _get(o, "spec", "type") == "LoadBalancer":
+        return "<pending>"
+    return _get(o, "spec", "externalName") or "<none>"
+
+
+def _pod_ready(o: Obj) -> str:
+    statuses = _get(o, "status", "containerStatuses") or []
+    total = len(_get(o, "spec", "containers") or [])
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+
+
+def _endpoints(o: Obj) -> str:
+    addrs = [
+        f"{a.get('ip')}:{p.get('port')}"
+        for s in o.get("subsets") or []
+        for a in s.get("addresses") or []
+        for p in s.get("ports") or [{}]
+    ]
+    return ",".join(addrs[:3]) + (f" + {len(addrs) - 3} more..." if len(addrs) > 3 else "") or "<none>"
+
+
+def _slice_endpoints(o: Obj) -> str:
+    ips = [a for e in o.get("endpoints") or [] for a in e.get("addresses") or []]
+    return ",".join(ips[:3]) + (f" + {len(ips) - 3} more..." if len(ips) > 3 else "") or "<none>"
+
+
+def _restarts(o: Obj) -> str:
+    return str(sum(s.get("restartCount", 0) for s in _get(o, "status", "containerStatuses") or []))
+
+
+def _slice_ports(o: Obj) -> str:
+    return ",".join(str(p.get("port")) for p in o.get("ports") or []) or "<unset>"
+
+
+def _node_status(o: Obj) -> str:
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in _get(o, "status", "conditions") or []
+    )
+    return "Ready" if ready else "NotReady"
+
+
+def _data_count(o: Obj) -> int:
+    return len(o.get("data") or {}) + len(o.get("binaryData") or {})
+
+
+def _str(*path: str, default: str = "") -> Callable[[Obj], str]:
+    return lambda o: str(_get(o, *path) or default)
+
+
+_NAME: Column = ("Name", "string", lambda o: o["metadata"]["name"])
+_AGE: Column = ("Age", "string", _age)
+COLUMNS: dict[str, list[Column]] = {
+    "Namespace": [_NAME, ("Status", "string", _str("status", "phase")), _AGE],
+    "Pod": [_NAME, ("Ready", "string", _pod_ready),
+            ("Status", "string", _str("status", "phase", default="Pending")),
+            ("Restarts", "string", _restarts), _AGE],
+    "Service": [_NAME, ("Type", "string", _str("spec", "type")),
+                ("Cluster-IP", "string", _str("spec", "clusterIP", default="<none>")),
+                ("External-IP", "string", _external_ip), ("Port(s)", "string", _svc_ports), _AGE],
+    "Endpoints": [_NAME, ("Endpoints", "string", _endpoints), _AGE],
+    "EndpointSlice": [_NAME, ("AddressType", "string", _str("addressType")),
+                      ("Ports", "string", _slice_ports), ("Endpoints", "string", _slice_endpoints), _AGE],
+    "Node": [_NAME, ("Status", "string", _node_status), ("Roles", "string", lambda o: "<none>"), _AGE,
+             ("Version", "string", _str("status", "nodeInfo", "kubeletVersion"))],
+    "ConfigMap": [_NAME, ("Data", "integer", _data_count), _AGE],
+    "Secret": [_NAME, ("Type", "string", _str("type", default="Opaque")),
+               ("Data", "integer", _data_count), _AGE],
+    "Lease": [_NAME, ("Holder", "string", _str("spec", "holderIdentity")), _AGE],
+}  # fmt: skip
+
+
+def _row_object(o: Obj, include: str) -> Obj | None:
+    if include == "None":
+        return None
+    if include == "Object":
+        return o
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}
+
+
+def table(kind: Kind, items: list[Obj], rv: str, query: Mapping[str, str], cont: str | None = None) -> Obj:
+    cols = COLUMNS.get(kind.kind, [_NAME, _AGE])
+    include = query.get("includeObject", "Metadata")
+    rows = []
+    for o in items:
+        row: Obj = {"cells": [cell(o) for _, _, cell in cols]}
+        if (ro := _row_object(o, include)) is not None:
+            row["object"] = ro
+        rows.append(row)
+    meta: Obj = {"resourceVersion": rv}
+    if cont:
+        meta["continue"] = cont
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": [
+            {"name": n, "type": t, "format": "name" if n == "Name" else "", "description": n, "priority": 0}
+            for n, t, _ in cols
+        ],
+        "rows": rows,
+    }
