@@ -49,13 +49,18 @@ async def setup(ctx: AppContext) -> None:
     nb.on_port_change(port_changed)
 
 
-app = ControllerApp(
-    "netpol-controller",
-    setup,
-    description="Translate networking.k8s.io/v1 NetworkPolicies into OVN ACLs (one leader writes the NB)",
-    env_prefix=PREFIX,
-    add_arguments=add_arguments,
-)
+def make_app() -> ControllerApp:
+    """A fresh app (tests run several in one process)."""
+    return ControllerApp(
+        "netpol-controller",
+        setup,
+        description="Translate networking.k8s.io/v1 NetworkPolicies into OVN ACLs (one leader writes the NB)",
+        env_prefix=PREFIX,
+        add_arguments=add_arguments,
+    )
+
+
+app = make_app()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
