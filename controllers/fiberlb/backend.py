@@ -28,6 +28,8 @@ class Backend(Protocol):
     name: str
     programs_cluster_ips: bool
     """True when ClusterIP Services are programmed too (the ovn backend)."""
+    shares_ips: bool
+    """True when two Services' load balancers may answer on one IP (disjoint ports)."""
 
     def apply(self, desired: DesiredLB) -> str:
         """Make the backend match `desired`; returns the backend's id for it ('' if none)."""

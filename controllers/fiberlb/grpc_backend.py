@@ -53,6 +53,8 @@ class GrpcBackend:
 
     name = "fiberlb"
     programs_cluster_ips = False
+    shares_ips = False
+    """FiberLB has one load balancer per external IP."""
 
     def __init__(self, endpoint: str, org_id: str = "", project_id: str = "") -> None:
         self.endpoint, self.org_id, self.project_id = endpoint, org_id, project_id

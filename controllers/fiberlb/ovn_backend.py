@@ -245,6 +245,7 @@ class OvnBackend:
 
     name = "ovn"
     programs_cluster_ips = True
+    shares_ips = True
 
     def __init__(self, api: Any) -> None:
         self._api = api

@@ -22,7 +22,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controllers.fiberlb.annotations import LOAD_BALANCER_ID, LbOptions, ServiceConfigError
+from controllers.fiberlb.annotations import (
+    ALLOW_SHARED_IP,
+    LOAD_BALANCER_ID,
+    InvalidAnnotation,
+    LbOptions,
+    ServiceConfigError,
+)
 from controllers.fiberlb.backend import Backend, BackendError
 from controllers.fiberlb.desired import NoPorts, desired_lb
 from controllers.fiberlb.ippool import IpPool, PoolExhausted, Request, RequestedIPUnavailable
@@ -103,7 +109,10 @@ class Reconciler:
 
     async def reconcile(self, key: str) -> float | None:
         async with self._lock:
-            await self._start()
+            try:
+                await self._start()
+            except Exception as e:  # the backend is unreachable: retried with backoff, reported
+                raise ReconcileError(BackendError.reason, f"{self.backend.name} backend: {e}") from e
         obj = self.services.get_by_key(key)
         if obj is None:
             await self._forget(key)
@@ -186,6 +195,10 @@ class Reconciler:
     async def _ensure(self, svc: Service, obj: KubeObject) -> None:
         try:
             opts = LbOptions.from_service(svc)
+            if opts.sharing_key and not self.backend.shares_ips:
+                raise InvalidAnnotation(
+                    f"{ALLOW_SHARED_IP}: the {self.backend.name} backend cannot share an IP"
+                )
             if not svc.ports:
                 raise NoPorts(f"Service {svc.key} has no ports: nothing to load-balance")
             if (patched := await self.writer.add_finalizer(svc)) is not None:
