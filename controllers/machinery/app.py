@@ -41,6 +41,7 @@ from controllers.machinery.settings import AddArguments, ControllerSettings, par
 log = logging.getLogger(__name__)
 
 Cleanup = Callable[[], Awaitable[None]]
+TaskFactory = Callable[[], Coroutine[Any, Any, None]]
 SHUTDOWN_GRACE = 20.0  # seconds in-flight reconciles get on SIGTERM (the pod's grace period is 30)
 
 
@@ -57,7 +58,8 @@ class AppContext:
                                     metrics=self.metrics)  # fmt: skip
         self.informers: list[Informer] = []
         self.controllers: list[Controller] = []
-        self.background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        self.background: list[TaskFactory] = []
+        self.leader_tasks: list[TaskFactory] = []
         self.cleanups: list[Cleanup] = []
 
     def informer(
@@ -85,9 +87,14 @@ class AppContext:
         self.controllers.append(ctrl)
         return ctrl
 
-    def run_in_background(self, factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def run_in_background(self, factory: TaskFactory) -> None:
         """A task run on every replica for the app's life (e.g. a DNS server answering from caches)."""
         self.background.append(factory)
+
+    def run_while_leading(self, factory: TaskFactory) -> None:
+        """A task started with the controllers when this replica leads (after the informers synced)
+        and cancelled the moment it stops leading: periodic writes that are not reconciles."""
+        self.leader_tasks.append(factory)
 
     def on_cleanup(self, cleanup: Cleanup) -> None:
         """Awaited at exit, after the controllers stopped and the Lease was released (LIFO)."""
@@ -144,7 +151,11 @@ class ControllerApp:
             return 1
         async with api, contextlib.AsyncExitStack() as stack:
             ctx = self.context = AppContext(settings, api, self.reporting_controller)
-            await self.setup(ctx)
+            try:
+                await self.setup(ctx)
+            except Exception:
+                log.exception("%s: setup failed", self.program)
+                return 1
             for cleanup in ctx.cleanups:
                 stack.push_async_callback(cleanup)
             if settings.metrics_port is not None:
@@ -177,6 +188,10 @@ class ControllerApp:
         await self.context.wait_synced()
         for ctrl in self.context.controllers:
             ctrl.start()
+        results = await asyncio.gather(*(f() for f in self.context.leader_tasks), return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):
+                log.error("%s: a leader task failed", self.program, exc_info=result)
 
     async def _stop_leading(self) -> None:
         """Lost the Lease (or releasing it): no reconcile may go on, cancel them now."""

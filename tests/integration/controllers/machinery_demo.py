@@ -7,10 +7,14 @@ replica's Lease identity (so tests see who reconciled). Run: python machinery_de
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Mapping
 
 from controllers.machinery import CONFIG_MAPS, AppContext, ControllerApp, ReconcileError
+
+LEADER_TASKS: dict[str, bool] = {}
+"""identity -> whether its run_while_leading task is running."""
 
 
 def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -34,6 +38,16 @@ async def setup(ctx: AppContext) -> None:
         mirrored = {**data, "mirror": data["source"], "by": ctx.settings.lease.identity}
         await ctx.client.replace(CONFIG_MAPS, {**obj, "data": mirrored})
 
+    identity = ctx.settings.lease.identity
+
+    async def leader_task() -> None:  # runs only while leading (tests read LEADER_TASKS)
+        LEADER_TASKS[identity] = True
+        try:
+            await asyncio.Event().wait()
+        finally:
+            LEADER_TASKS[identity] = False
+
+    ctx.run_while_leading(leader_task)
     ctrl = ctx.controller("demo", reconcile, lookup=cms.store.get_by_key)
     cms.add_handler(ctrl.enqueue_object, lambda _old, new: ctrl.enqueue_object(new), ctrl.enqueue_object)
 

@@ -105,6 +105,12 @@ async def test_only_the_leader_reconciles_and_sigterm_hands_over(kube_api: Any) 
         lease = await client.get(LEASES, "kube-system", "machinery-demo")
         assert lease["spec"].get("holderIdentity") in (None, "", "b"), "released on the way out"
         await eventually(lambda: b.leading, timeout=2 + 1, what="b takes over within the lease duration")
+        await eventually(
+            lambda: (
+                (machinery_demo.LEADER_TASKS.get("a"), machinery_demo.LEADER_TASKS.get("b")) == (False, True)
+            ),
+            what="b's leader task",
+        )
         for i in range(5):
             await put_config_map(client, NS, f"cm-{i}", source="two")
         await eventually(lambda: _mirrored(b, "two", 5), what="5 mirrored by the new leader")
@@ -236,10 +242,12 @@ async def test_a_leader_that_cannot_renew_stops_all_work_then_recovers(kube_api:
         await eventually(lambda: a.leading, what="a leads")
         await put_config_map(client, NS, "before", source="x")
         await eventually(lambda: _mirrored(a, "x", 1), what="reconciled while leading")
+        assert machinery_demo.LEADER_TASKS["a"] is True
         kube_api.set_fault(verb="*", resource="leases", code=500, times=10**6)
         await eventually(lambda: not a.leading, timeout=1.5 + 1, what="a steps down after the renew deadline")
         assert a.app.context is not None
         assert not any(c.running for c in a.app.context.controllers), "no worker may run without the Lease"
+        assert machinery_demo.LEADER_TASKS["a"] is False, "leader tasks are cancelled"
         await put_config_map(client, NS, "during", source="x")
         await asyncio.sleep(0.5)
         assert writes_by(kube_api, "configmaps").count("a") == 1, "nothing reconciled without the Lease"
