@@ -1,0 +1,96 @@
+"""Reconciler decisions that the API double cannot produce (it refuses a LoadBalancer Service with no
+ports, as kube-apiserver does): a fake backend implementing the Backend protocol, recording writers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controllers.fiberlb.annotations import LbOptions
+from controllers.fiberlb.desired import DesiredLB
+from controllers.fiberlb.ippool import IpPool
+from controllers.fiberlb.reconcile import SLICES_BY_SERVICE, Reconciler, slice_service_key
+from controllers.fiberlb.settings import FiberlbSettings
+from controllers.fiberlb.status import ServiceWriter
+from controllers.machinery import Store
+from controllers.resources import Service
+
+
+CLASS = "fiberlb.plasmacloud.io/lb"
+
+
+class FakeBackend:
+    name = "fake"
+    programs_cluster_ips = True
+    shares_ips = True
+
+    def __init__(self) -> None:
+        self.applied: dict[str, DesiredLB] = {}
+
+    def apply(self, desired: DesiredLB) -> str:
+        self.applied[desired.service] = desired
+        return ""
+
+    def delete(self, service: str, uid: str) -> None:
+        self.applied.pop(service, None)
+
+    def services(self) -> set[str]:
+        return set(self.applied)
+
+    def close(self) -> None:
+        pass
+
+
+class RecordingWriter(ServiceWriter):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    async def add_finalizer(self, svc: Service) -> None:
+        self.calls.append(("finalizer", svc.key))
+
+    async def set_status(self, svc: Service, ips: Any, ok: bool, reason: str, message: str) -> None:
+        self.calls.append(("status", (tuple(ips), ok, reason)))
+
+
+def make(objs: list[dict[str, Any]]) -> tuple[Reconciler, FakeBackend, RecordingWriter]:
+    services, slices = Store(), Store()
+    slices.add_index(SLICES_BY_SERVICE, slice_service_key)
+    for o in objs:
+        services.upsert(o)
+    backend, writer = FakeBackend(), RecordingWriter()
+    rec = Reconciler(settings=FiberlbSettings(external_ip_pool="192.168.1.0/30"), backend=backend,
+                     services=services, slices=slices, writer=writer, events=None,
+                     pool=IpPool.from_text("192.168.1.0/30"))  # fmt: skip
+    return rec, backend, writer
+
+
+def lb(name: str, ports: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ns", "name": name, "uid": name, "resourceVersion": "1"},
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": CLASS, "clusterIP": "10.96.0.9", "ports": ports},
+        "status": status,
+    }  # fmt: skip
+
+
+async def test_a_service_with_no_ports_gets_a_condition_and_no_backend_object() -> None:
+    rec, backend, writer = make([lb("empty", [])])
+    assert await rec.reconcile("ns/empty") is None  # not raised: no retry loop
+    assert backend.applied == {} and rec.pool.lookup("ns/empty") == ""
+    assert writer.calls == [("status", ((), False, "NoPorts"))]
+
+
+async def test_restore_happens_before_the_first_allocation() -> None:
+    port = [{"port": 80, "targetPort": 80}]
+    held = lb("old", port, loadBalancer={"ingress": [{"ip": "192.168.1.1"}]})
+    rec, backend, _ = make([lb("new", port), held])
+    await rec.reconcile("ns/new")  # "new" is reconciled first and must not take old's IP
+    assert rec.pool.lookup("ns/new") == "192.168.1.2" and rec.pool.lookup("ns/old") == "192.168.1.1"
+    assert backend.applied["ns/new"].vips == ("192.168.1.2", "10.96.0.9")
+
+
+async def test_orphaned_backend_objects_are_removed_at_start() -> None:
+    rec, backend, _ = make([])
+    backend.applied["gone/svc"] = DesiredLB(
+        service="gone/svc", uid="", namespace="gone", vips=(), listeners=(), options=LbOptions()
+    )
+    await rec.reconcile("ns/missing")
+    assert backend.applied == {}
