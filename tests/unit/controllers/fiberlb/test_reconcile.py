@@ -14,7 +14,6 @@ from controllers.fiberlb.status import ServiceWriter
 from controllers.machinery import Store
 from controllers.resources import Service
 
-
 CLASS = "fiberlb.plasmacloud.io/lb"
 
 
@@ -66,9 +65,14 @@ def make(objs: list[dict[str, Any]]) -> tuple[Reconciler, FakeBackend, Recording
 def lb(name: str, ports: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
     return {
         "metadata": {"namespace": "ns", "name": name, "uid": name, "resourceVersion": "1"},
-        "spec": {"type": "LoadBalancer", "loadBalancerClass": CLASS, "clusterIP": "10.96.0.9", "ports": ports},
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerClass": CLASS,
+            "clusterIP": "10.96.0.9",
+            "ports": ports,
+        },
         "status": status,
-    }  # fmt: skip
+    }
 
 
 async def test_a_service_with_no_ports_gets_a_condition_and_no_backend_object() -> None:
