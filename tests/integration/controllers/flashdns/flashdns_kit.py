@@ -44,8 +44,9 @@ async def flashdns_controller(kubeconfig: Path, tmp: Path, *args: str) -> AsyncI
     stop = asyncio.Event()
     task = asyncio.create_task(app.run(settings, stop))
     try:
+        serving = "flashdns" not in args  # the embedded backend writes the port file once it answers
         for _ in range(500):
-            if port_file.exists() or task.done():
+            if port_file.exists() or task.done() or (not serving and _synced(app)):
                 break
             await asyncio.sleep(0.02)
         if task.done():
@@ -54,6 +55,10 @@ async def flashdns_controller(kubeconfig: Path, tmp: Path, *args: str) -> AsyncI
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
+
+
+def _synced(app: ControllerApp) -> bool:
+    return app.context is not None and all(i.has_synced for i in app.context.informers)
 
 
 def service(name: str, ns: str = "default", **spec: Any) -> KubeObject:

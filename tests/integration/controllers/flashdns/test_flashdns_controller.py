@@ -98,9 +98,7 @@ async def test_endpoint_churn_is_debounced(kube_api: Any, tmp_path: Path) -> Non
             await until_answer(run.port, "churn.default.svc.cluster.local", {"10.244.9.1"})
             before = run.reconciles()
             for i in range(2, 22):  # 20 endpoint updates in well under a second
-                sl = await c.get(ENDPOINT_SLICES, "default", "churn-a")
-                sl["endpoints"] = [{"addresses": [f"10.244.9.{i}"], "conditions": {"ready": True}}]
-                await c.replace(ENDPOINT_SLICES, sl)
+                await set_endpoint(c, "churn-a", f"10.244.9.{i}")
             await until_answer(run.port, "churn.default.svc.cluster.local", {"10.244.9.21"})
             await asyncio.sleep(1.2)
             assert run.reconciles() - before <= 3, "20 slice updates in a burst must be a few reconciles"
@@ -135,7 +133,12 @@ async def test_no_nxdomain_while_records_are_replaced(kube_api: Any, tmp_path: P
 
 async def _flip_endpoints(c: KubeClient, run: Running, n: int) -> None:
     for i in range(2, 2 + n):
-        sl = await c.get(ENDPOINT_SLICES, "default", "flip-a")
-        sl["endpoints"] = [{"addresses": [f"10.244.8.{i}"], "conditions": {"ready": True}}]
-        await c.replace(ENDPOINT_SLICES, sl)
+        await set_endpoint(c, "flip-a", f"10.244.8.{i}")
         await until_answer(run.port, "flip.default.svc.cluster.local", {f"10.244.8.{i}"})
+
+
+async def set_endpoint(c: KubeClient, slice_name: str, ip: str) -> None:
+    """Replace every endpoint of the slice with one at `ip` (read-modify-write)."""
+    sl = await c.get(ENDPOINT_SLICES, "default", slice_name)
+    sl["endpoints"] = [{"addresses": [ip], "conditions": {"ready": True}}]
+    await c.replace(ENDPOINT_SLICES, sl)
