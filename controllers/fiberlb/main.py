@@ -53,13 +53,12 @@ async def setup(ctx: AppContext) -> None:
         async def attach_new_switches() -> None:
             while True:
                 await asyncio.sleep(ATTACH_INTERVAL)
-                if ctrl.running:  # the leader only: followers never write
-                    try:
-                        await asyncio.to_thread(attach)
-                    except Exception as e:
-                        log.warning("attaching the load-balancer group failed: %s", e)
+                try:
+                    await asyncio.to_thread(attach)
+                except Exception as e:
+                    log.warning("attaching the load-balancer group failed: %s", e)
 
-        ctx.run_in_background(attach_new_switches)
+        ctx.run_while_leading(attach_new_switches)  # followers never write
 
     async def close() -> None:
         await asyncio.to_thread(backend.close)
