@@ -70,11 +70,8 @@ class FakeFlashDns(flashdns_pb2_grpc.DNSServiceServicer):
                     request.value,
                 ):
                     return r
-            rec = flashdns_pb2.DNSRecord(id=f"rec-{next(self._ids):06d}", zone=request.zone, name=request.name,
-                                         type=request.type, value=request.value, ttl=request.ttl,
-                                         labels=dict(request.labels))  # fmt: skip
-            self.records[rec.id] = rec
-            return rec
+            fields = {f: getattr(request, f) for f in ("zone", "name", "type", "value", "ttl")}
+            return self.records[self.add_direct(**fields, labels=dict(request.labels))]
 
     def _check(self, request: Any) -> str:
         if not request.zone or not request.name:

@@ -53,8 +53,8 @@ async def test_records_land_in_their_zones_with_owner_labels(backend: GrpcBacken
         ("cluster.local", "_http._tcp.web.default.svc", "SRV", f"0 100 80 {WEB}"),
     }
     (a,) = fake.service.find(type="A")
-    assert dict(a.labels) == {"managed-by": "flashdns-controller", "k8s.owner": OWNER, "k8s.namespace": "default",
-                              "k8s.service": "web"}  # fmt: skip
+    labels = {"managed-by": "flashdns-controller", "k8s.owner": OWNER, "k8s.namespace": "default"}
+    assert dict(a.labels) == {**labels, "k8s.service": "web"}
     assert a.ttl == 30
 
 
