@@ -85,3 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["app", "main"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
