@@ -69,9 +69,10 @@ class OvnIpam:
         prefix: int,
         dns: Dns,
         ovn_connected: Callable[[], bool],
+        cluster_domain: str = "",
     ) -> None:
         self._nb, self._cluster, self._prefix = nb, cluster, prefix
-        self._dns, self._connected = dns, ovn_connected
+        self._dns, self._connected, self._domain = dns, ovn_connected, cluster_domain
 
     def allocate(self, req: CniRequest, att: Attachment) -> Allocation:
         try:
@@ -85,7 +86,7 @@ class OvnIpam:
         return Allocation(
             ips=(IpConfig(address=f"{got.ip}/{got.prefixlen}", gateway=got.gateway, interface=1),),
             routes=(Route(dst="0.0.0.0/0", gw=got.gateway),),
-            dns=self._dns,
+            dns=pod_dns(self._dns, self._domain, att.namespace),
             mac=got.mac,
             port_created=True,
         )
@@ -98,6 +99,20 @@ class OvnIpam:
 
     def problem(self, req: CniRequest) -> str:
         return "" if self._connected() else "OVN northbound database not connected"
+
+
+def pod_dns(base: Dns, cluster_domain: str, namespace: str) -> Dns:
+    """What kubelet writes into a pod's resolv.conf (ClusterFirst): the cluster search path first."""
+    if not cluster_domain:
+        return base
+    d = cluster_domain.strip(".")
+    search = (f"{namespace}.svc.{d}", f"svc.{d}", d)
+    return Dns(
+        nameservers=base.nameservers,
+        domain=base.domain,
+        search=search + tuple(x for x in base.search if x not in search),
+        options=base.options or ("ndots:5",),
+    )
 
 
 class DelegatedIpam:

@@ -44,6 +44,8 @@ class AgentSettings:
     """Comma-separated nameservers returned in results (OVN IPAM)."""
     dns_search: str = ""
     """Comma-separated search domains returned in results (OVN IPAM)."""
+    cluster_domain: str = ""
+    """When set, results also search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 (OVN IPAM)."""
 
     @property
     def management_if(self) -> str:
@@ -125,4 +127,5 @@ def _doc(name: str) -> str:
         "log_level": "log level",
         "dns_servers": "comma-separated nameservers in results",
         "dns_search": "comma-separated DNS search domains in results",
+        "cluster_domain": "cluster domain: results search <ns>.svc.<domain> svc.<domain> <domain>, ndots:5",
     }.get(name, name)

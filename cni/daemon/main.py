@@ -48,7 +48,7 @@ def build_service(s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb) -> PodNetworkSe
         nb=nb,
         ovs_db=ovs_db,
         nb_db=nb_db,
-        ovn_ipam=OvnIpam(nb, s.cluster_network, s.subnet_prefix, dns, nb_db.connected),
+        ovn_ipam=OvnIpam(nb, s.cluster_network, s.subnet_prefix, dns, nb_db.connected, s.cluster_domain),
         prismnet_ipam=_prismnet_factory(),
     )
     return PodNetworkService(s, adapters, node)
