@@ -6,20 +6,14 @@ node.env gains NETPOL_METRICS (the /metrics URL; /healthz and /readyz beside it)
 
 from __future__ import annotations
 
-import socket
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from nodeenv.cni_component import _free_port
 from nodeenv.daemons import start_foreground, wait_for
 from nodeenv.node import Node
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ready(url: str) -> bool:
