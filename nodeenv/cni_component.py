@@ -21,6 +21,7 @@ from cni.management import teardown_host
 from cni.settings import AgentSettings
 from cni.shim import launcher_script
 from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.flashdns_component import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 from nodeenv.node import Node
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +54,10 @@ class CniComponent:
     cluster_cidr: str = "10.244.0.0/16"
     metrics_port: int = 0
     """0: pick a free port."""
+    dns_servers: str = CLUSTER_DNS_IP
+    """Nameservers for the pods' `dns` block: the cluster DNS (see flashdns_component)."""
+    cluster_domain: str = CLUSTER_DOMAIN
+    """Pods search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 ('' = no search path)."""
 
     def settings(self, node: Node) -> AgentSettings:
         e = node.endpoints
@@ -63,6 +68,8 @@ class CniComponent:
             bridge=e.get("OVS_BRIDGE", node.settings.bridge),
             cluster_cidr=self.cluster_cidr,
             metrics_address=f"127.0.0.1:{self.metrics_port or _free_port()}",
+            dns_servers=self.dns_servers,
+            cluster_domain=self.cluster_domain,
         )
 
     def start(self, node: Node) -> dict[str, str]:
@@ -70,7 +77,8 @@ class CniComponent:
         exe, conflist = self._install(node, s)
         argv = [sys.executable, "-m", "cni.daemon.main", "--socket", str(s.socket), "--ovs-db", s.ovs_db,
                 "--ovn-nb-db", s.ovn_nb_db, "--bridge", s.bridge, "--cluster-cidr", s.cluster_cidr,
-                "--metrics-address", s.metrics_address]  # fmt: skip
+                "--metrics-address", s.metrics_address, "--dns-servers", s.dns_servers,
+                "--cluster-domain", s.cluster_domain]  # fmt: skip
         env = {**node.process_env(), "PYTHONPATH": str(REPO)}
         s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
         log = node.path("prismnet", "agent.log")
