@@ -5,7 +5,8 @@ outside metadata and status changes, generateName (+5 random [bcdfghjklmnpqrstvw
 name validation (DNS-1123 subdomain; DNS-1123 label for namespaces; DNS-1035 label for services),
 immutable uid/creationTimestamp/name/namespace, status ignored on the main resource of kinds with a
 /status subresource and everything but status ignored on /status, no new finalizers on an object
-being deleted. Simplified: managedFields are not kept (except by server-side apply, see apply.py).
+being deleted. Simplified: managedFields are written only by server-side apply (see apply.py);
+those sent on create/update are kept as sent.
 """
 
 from __future__ import annotations
@@ -74,13 +75,7 @@ def prepare_create(kind: Kind, obj: Obj, namespace: str) -> Obj:
         meta["namespace"] = namespace
     else:
         meta.pop("namespace", None)
-    for k in (
-        "resourceVersion",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "managedFields",
-        "selfLink",
-    ):
+    for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
         meta.pop(k, None)
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = now_rfc3339()

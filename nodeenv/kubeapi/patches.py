@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonpatch  # type: ignore[import-untyped,unused-ignore]
 
-from nodeenv.kubeapi.errors import BadRequest, UnsupportedMediaType
+from nodeenv.kubeapi.errors import BadRequest, Invalid, UnsupportedMediaType
 from nodeenv.kubeapi.patchmeta import Field, Schema, schema_for
 
 MERGE = "application/merge-patch+json"
@@ -44,9 +44,8 @@ def json_patch(target: dict[str, Any], ops: Any) -> dict[str, Any]:
     try:
         result = jsonpatch.JsonPatch(ops).apply(target)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as e:
-        raise UnsupportedMediaType(
-            f"the server rejected our request due to an error in our request: {e}"
-        ) from e
+        why = str(e).split(" in {", 1)[0][:200]  # the library quotes the whole document
+        raise Invalid(f"the server rejected our request due to an error in our request: {why}") from e
     if not isinstance(result, dict):
         raise BadRequest("json patch result is not an object")
     return result

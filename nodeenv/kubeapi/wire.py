@@ -1,4 +1,9 @@
-"""Request and response bodies: JSON (and YAML where the apiserver takes it), query parameters."""
+"""Request and response bodies: JSON (and YAML where the apiserver takes it), query parameters.
+
+Simplified: protobuf request bodies (`application/vnd.kubernetes.protobuf`, which kubectl's
+generators such as `kubectl create configmap|service|namespace` send) are refused with 415;
+`kubectl create -f` / `apply -f` and every JSON client work. Responses are always JSON.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,11 @@ import yaml  # type: ignore[import-untyped,unused-ignore]
 from aiohttp import web
 
 from nodeenv.kubeapi.crud import DeleteOptions
-from nodeenv.kubeapi.errors import ApiError, BadRequest
+from nodeenv.kubeapi.errors import ApiError, BadRequest, UnsupportedMediaType
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.selectors import Selector, parse_fields, parse_labels
 
+ACCEPTED = "application/json, application/yaml"
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
@@ -33,6 +39,10 @@ def parse_body(raw: bytes, content_type: str) -> Any:
     if not raw.strip():
         raise BadRequest("the body of the request is empty")
     ctype = content_type.split(";")[0].strip().lower()
+    if "json" not in ctype and "yaml" not in ctype:  # protobuf and CBOR are not decoded here
+        raise UnsupportedMediaType(
+            f"the body of the request was in an unknown format - accepted media types include: {ACCEPTED}"
+        )
     try:
         if "yaml" in ctype:
             return yaml.safe_load(raw)
