@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -211,7 +212,7 @@ class Informer:
                                                  resource_version=self.resource_version,
                                                  label_selector=self.label_selector,
                                                  field_selector=self.field_selector,
-                                                 timeout_seconds=self.watch_timeout):  # fmt: skip
+                                                 timeout_seconds=self._watch_seconds()):  # fmt: skip
                 self._apply(event)
                 delivered += 1
         except ApiException as e:
@@ -219,6 +220,11 @@ class Informer:
                 raise WatchExpired() from e
             raise
         return delivered
+
+    def _watch_seconds(self) -> int:
+        """The server-side watch timeout, stretched by up to 100 % (as client-go's reflector does) so
+        the informers of many replicas do not all reconnect at the same moment."""
+        return int(self.watch_timeout * (1.0 + random.random()))
 
     def _apply(self, event: KubeObject) -> None:
         kind, obj = event.get("type"), event.get("object") or {}

@@ -135,3 +135,24 @@ async def test_reconnect_after_dropped_watches_loses_no_event(kube_api: Any) -> 
             assert len(cm_requests(kube_api, "list")) == 1, "a dropped watch resumes; no relist"
         finally:
             await informer.stop()
+
+
+async def test_watch_ended_by_the_server_timeout_is_reopened_without_relisting(kube_api: Any) -> None:
+    async with client_for(kube_api.kubeconfig) as client:
+        await ensure_namespace(client, NS)
+        informer = Informer(client, CONFIG_MAPS, namespace=NS, watch_timeout=1, backoff=fast_backoff())
+        seen = Recorder()
+        informer.add_handler(seen.on_add, seen.on_update, seen.on_delete)
+        informer.start()
+        try:
+            await asyncio.wait_for(informer.wait_synced(), 10)
+            await eventually(
+                lambda: len(cm_requests(kube_api, "watch")) >= 2, what="a watch ended by timeout"
+            )
+            await put_config_map(client, NS, "after-timeout", v="1")
+            await eventually(lambda: seen.of("add") == [f"{NS}/after-timeout"], what="the add")
+            assert all("timeoutSeconds=" in r.query for r in cm_requests(kube_api, "watch"))
+            assert all("allowWatchBookmarks=true" in r.query for r in cm_requests(kube_api, "watch"))
+            assert len(cm_requests(kube_api, "list")) == 1
+        finally:
+            await informer.stop()
