@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nodeenv.cni_component import CniComponent
 from nodeenv.csi_component import CsiComponent
+from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.node import Component, NodeSettings
 from nodeenv.ovn_stack import OvnStack
 from nodeenv.webhook_component import WebhookComponent
@@ -11,6 +12,7 @@ from nodeenv.webhook_component import WebhookComponent
 
 def default_components(settings: NodeSettings) -> list[Component]:
     components: list[Component] = [OvnStack()]
+    components.append(KubeApiComponent())  # writes KUBECONFIG for the controllers after it
     components.append(CniComponent())
     components.append(WebhookComponent())
     components.append(CsiComponent())

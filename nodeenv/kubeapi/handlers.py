@@ -14,7 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from nodeenv.kubeapi import apply, tables, watchstream
+from nodeenv.kubeapi import apply, reviews, tables, watchstream
+from nodeenv.kubeapi.audit import USER
 from nodeenv.kubeapi.errors import NotFound, not_found
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.patches import APPLY, apply_patch
@@ -63,6 +64,8 @@ async def list_(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
 
 async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     body = await _body(request)
+    if kind.virtual:
+        return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
     obj = st.resources.create(kind, info.namespace, body, dry_run=dry_run(request.query))
     return _respond_obj(request, kind, obj, 201)
 

@@ -26,6 +26,7 @@ class Kind:
     status: bool = False  # has a /status subresource
     fields: tuple[str, ...] = ()  # field selectors beyond metadata.name / metadata.namespace
     verbs: tuple[str, ...] = ALL_VERBS
+    virtual: bool = False  # a review answered at create, never stored (SelfSubjectReview & co)
 
     @property
     def api_version(self) -> str:
@@ -109,6 +110,10 @@ KINDS: tuple[Kind, ...] = (
     Kind(group=_RBAC, version="v1", kind="ClusterRole", plural="clusterroles", namespaced=False),
     Kind(group=_RBAC, version="v1", kind="ClusterRoleBinding", plural="clusterrolebindings",
          namespaced=False),
+    Kind(group="authentication.k8s.io", version="v1", kind="SelfSubjectReview", plural="selfsubjectreviews",
+         namespaced=False, verbs=("create",), virtual=True),
+    Kind(group="authorization.k8s.io", version="v1", kind="SelfSubjectAccessReview",
+         plural="selfsubjectaccessreviews", namespaced=False, verbs=("create",), virtual=True),
 )  # fmt: skip
 
 

@@ -74,7 +74,7 @@ def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]
     if sub and (sub != "status" or not kind.status):
         raise _not_found()
     verb = _verb(method, bool(name), watch_prefix or _truthy(query.get("watch")))
-    if sub and verb not in ("get", "update", "patch"):
+    if (sub and verb not in ("get", "update", "patch")) or (kind.virtual and verb != "create"):
         raise method_not_allowed()
     return RequestInfo(
         verb=verb, group=group, version=version, resource=kind.plural, subresource=sub,

@@ -1,0 +1,50 @@
+"""`python -m nodeenv.kubeapi`: the API double as a daemon (make node-up runs it). SIGTERM stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+
+from common.jsonlog import setup_logging
+from nodeenv.kubeapi.server import KubeApiServer
+from nodeenv.kubeapi.settings import KubeApiSettings, parse
+
+log = logging.getLogger("nodeenv.kubeapi")
+
+
+async def serve(s: KubeApiSettings) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = KubeApiServer(s.dir, s.config, host=s.host, port=s.port)
+    await server.start()
+    users = {u: str(server.kubeconfig_for(u)) for u in s.users}
+    if s.port_file:
+        tmp = s.port_file.with_suffix(".tmp")
+        info = {"https": server.port, "url": server.url, "kubeconfig": str(server.kubeconfig), "users": users}
+        tmp.write_text(json.dumps(info))
+        tmp.replace(s.port_file)
+    log.info("serving", extra={"url": server.url, "kubeconfig": str(server.kubeconfig)})
+    await stop.wait()
+    log.info("signal received; closing watches and stopping")
+    await server.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse(sys.argv[1:] if argv is None else argv, os.environ)
+    setup_logging(settings.log_level)
+    try:
+        return asyncio.run(serve(settings))
+    except OSError as e:  # port in use, unwritable directory
+        log.error("cannot serve: %s", e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The only reader of argv and the environment for the daemon. Every flag has an environment fallback."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodeenv.kubeapi.state import ApiConfig
+
+DESCRIPTION = (
+    "Kubernetes API test double (DEVELOPMENT ONLY): serves the kube-apiserver REST API for the kinds "
+    "the k8shost suite uses over HTTPS with a dev CA and bearer tokens; writes an admin kubeconfig "
+    "(and one per --user) into --dir. Stops cleanly on SIGTERM."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubeApiSettings:
+    dir: Path
+    """PKI, admin.kubeconfig and users/<name>.kubeconfig are written here."""
+    host: str = "127.0.0.1"
+    port: int = 6443
+    port_file: Path | None = None
+    """Written after binding: {"https": port, "url": ..., "kubeconfig": ...} (for port 0)."""
+    users: tuple[str, ...] = ()
+    config: ApiConfig = field(default_factory=ApiConfig)
+    log_level: str = "info"
+
+
+_FLAGS = (
+    ("--dir", "KUBEAPI_DIR", None, "directory for the PKI and kubeconfigs (required)"),
+    ("--host", "KUBEAPI_HOST", "127.0.0.1", "HTTPS listen address"),
+    ("--port", "KUBEAPI_PORT", "6443", "HTTPS port (0: pick a free one)"),
+    ("--port-file", "KUBEAPI_PORT_FILE", None, "write the bound port, URL and kubeconfig path here as JSON"),
+    ("--user", "KUBEAPI_USERS", "", "also write kubeconfigs for these usernames, comma-separated"),
+    ("--service-cidr", "KUBEAPI_SERVICE_CIDR", "10.96.0.0/16", "ClusterIP range (kube-apiserver's flag)"),
+    ("--bookmark-interval", "KUBEAPI_BOOKMARK_INTERVAL", "60", "seconds between watch BOOKMARK events"),
+    ("--watch-timeout", "KUBEAPI_WATCH_TIMEOUT", "1800", "seconds a watch without timeoutSeconds lasts"),
+    ("--history-limit", "KUBEAPI_HISTORY_LIMIT", "100000", "watch events kept; older versions get 410"),
+    ("--enforce-rbac", "KUBEAPI_ENFORCE_RBAC", "false", "authorize non-admin users by RBAC objects"),
+    ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
+)
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m nodeenv.kubeapi", description=DESCRIPTION)
+    for flag, var, default, text in _FLAGS:
+        p.add_argument(flag, default=env.get(var, default), help=f"{text} (env {var}; default {default})")
+    return p
+
+
+def _truthy(value: str) -> bool:
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
+def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
+    parser = build_parser(env)
+    a = parser.parse_args(list(argv))
+    if not a.dir:
+        parser.error("--dir (or KUBEAPI_DIR) is required")
+    try:
+        config = ApiConfig(
+            service_cidr=a.service_cidr,
+            bookmark_interval=float(a.bookmark_interval),
+            watch_timeout=float(a.watch_timeout),
+            history_limit=int(a.history_limit),
+            enforce_rbac=_truthy(a.enforce_rbac),
+        )
+        return KubeApiSettings(
+            dir=Path(a.dir),
+            host=a.host,
+            port=int(a.port),
+            port_file=Path(a.port_file) if a.port_file else None,
+            users=tuple(u.strip() for u in a.user.split(",") if u.strip()),
+            config=config,
+            log_level=a.log_level,
+        )
+    except ValueError as e:
+        parser.error(str(e))
+        raise  # unreachable: parser.error exits

@@ -1,0 +1,56 @@
+"""The Kubernetes API double in the node environment: `python -m nodeenv.kubeapi` on a free loopback
+port, its dev PKI and kubeconfigs in the run dir.
+
+node.env gains KUBECONFIG (the admin kubeconfig, for kubectl and the controllers), KUBE_API_URL
+and KUBE_API_CA. A kubeconfig for another user: `KubeApiComponent(users=("system:serviceaccount:
+kube-system:fiberlb-controller",))` writes `<run>/kubeapi/users/<name>.kubeconfig`.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.node import Node
+
+
+def _ready(url: str, ca: Path) -> bool:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=1, context=ctx) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class KubeApiComponent:
+    name = "kubeapi"
+
+    def __init__(self, service_cidr: str = "10.96.0.0/16", users: tuple[str, ...] = ()) -> None:
+        self.service_cidr, self.users = service_cidr, users
+
+    def start(self, node: Node) -> dict[str, str]:
+        kdir = node.path("kubeapi", "x").parent
+        port_file = kdir / "ports.json"
+        port_file.unlink(missing_ok=True)
+        argv = [
+            sys.executable, "-m", "nodeenv.kubeapi", "--dir", str(kdir), "--host", "127.0.0.1", "--port", "0",
+            "--port-file", str(port_file), "--service-cidr", self.service_cidr,
+            "--user", ",".join(self.users),
+        ]  # fmt: skip
+        # the daemon gets its whole configuration from argv, never from stray KUBEAPI_* variables
+        env = {k: v for k, v in node.process_env().items() if not k.startswith("KUBEAPI_")}
+        _, proc = start_foreground("kubeapi", argv, kdir / "kubeapi.log", env, node.daemons)
+        wait_for(port_file.exists, "kubeapi port file", proc=proc)
+        info = json.loads(port_file.read_text())
+        ca = kdir / "pki" / "ca.crt"
+        wait_for(lambda: _ready(info["url"], ca), "kubeapi /readyz", proc=proc)
+        return {"KUBECONFIG": info["kubeconfig"], "KUBE_API_URL": info["url"], "KUBE_API_CA": str(ca)}
+
+    def cleanup(self, node: Node) -> None:
+        """Everything lives in the run dir, which Node.down removes; the daemon is stopped by PID."""

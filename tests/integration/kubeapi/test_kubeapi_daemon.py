@@ -1,0 +1,67 @@
+"""The double as its real callers start it: `python -m nodeenv.kubeapi` (a process, SIGTERM), and the
+node-env component that `make node-up` runs (KUBECONFIG in node.env, used by kubectl)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from nodeenv.daemons import is_alive
+from nodeenv.kubeapi_component import KubeApiComponent
+from nodeenv.node import Node, NodeSettings, read_env_file
+from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl_bin
+
+
+def test_help_names_every_env_fallback() -> None:
+    out = subprocess.run([sys.executable, "-m", "nodeenv.kubeapi", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for var in ("KUBEAPI_DIR", "KUBEAPI_PORT", "KUBEAPI_SERVICE_CIDR", "KUBEAPI_ENFORCE_RBAC"):
+        assert var in out.stdout
+
+
+def test_daemon_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port_file = tmp_path / "ports.json"
+    argv = [sys.executable, "-m", "nodeenv.kubeapi", "--dir", str(tmp_path / "api"), "--port", "0",
+            "--port-file", str(port_file), "--user", "alice"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not port_file.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        info = json.loads(port_file.read_text())
+        out = subprocess.run([kubectl_bin(), "--kubeconfig", info["kubeconfig"], "get", "ns", "-o", "name"],
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert "namespace/kube-system" in out.stdout
+        assert Path(info["users"]["alice"]).exists()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    lines = [json.loads(line) for line in err.splitlines()]  # every line is JSON
+    assert any("signal received" in r["msg"] for r in lines)
+
+
+def test_node_component_writes_kubeconfig_to_node_env(short_tmp: Path) -> None:
+    settings = NodeSettings(run_dir=short_tmp / f"ka-{time.monotonic_ns()}", bridge="br-unused")
+    node = Node(settings, [KubeApiComponent()])
+    node.up()
+    try:
+        env = read_env_file(node.env_file)
+        assert env["KUBE_API_URL"].startswith("https://127.0.0.1:")
+        assert f'server: "{env["KUBE_API_URL"]}"' in Path(env["KUBECONFIG"]).read_text()
+        out = subprocess.run([kubectl_bin(), "--kubeconfig", env["KUBECONFIG"], "get", "svc", "kubernetes"],
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert out.returncode == 0 and "10.96.0.1" in out.stdout, out.stderr
+        records = node.daemons.load()
+        assert [r.name for r in records] == ["kubeapi"] and is_alive(records[0])
+    finally:
+        node.down()
+    assert not is_alive(records[0]) and not settings.run_dir.exists()
