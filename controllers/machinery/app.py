@@ -161,6 +161,8 @@ class ControllerApp:
             if settings.metrics_port is not None:
                 health = make_health_app(ctx.metrics.registry, self._healthz, self._readyz)
                 runner, self.metrics_port = await serve(health, settings.metrics_host, settings.metrics_port)
+                log.info("/metrics, /healthz, /readyz on port %d", self.metrics_port,
+                         extra={"metrics_port": self.metrics_port})  # fmt: skip
                 stack.push_async_callback(runner.cleanup)
             tasks = [i.start() for i in ctx.informers]
             tasks += [asyncio.create_task(f()) for f in ctx.background]

@@ -18,7 +18,11 @@ LEADER_TASKS: dict[str, bool] = {}
 
 
 def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
-    p.add_argument("--namespace", default=env.get("DEMO_NAMESPACE", "demo"), help="namespace to watch")
+    p.add_argument(
+        "--namespace",
+        default=env.get("DEMO_NAMESPACE", "demo"),
+        help="namespace to watch (env DEMO_NAMESPACE)",
+    )
 
 
 async def setup(ctx: AppContext) -> None:
