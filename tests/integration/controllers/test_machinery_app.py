@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.controllers import machinery_demo
+from tests.integration.controllers.machinery_kit import client_for, put_config_map
 
 
 def run_demo(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -52,12 +54,22 @@ def test_without_leader_election_it_reconciles_serves_probes_and_exits_0_on_sigt
         with urllib.request.urlopen(f"{base}/metrics", timeout=5) as resp:
             text = resp.read().decode()
         assert 'workqueue_depth{name="demo"}' in text
+        asyncio.run(_put(kube_api.kubeconfig))
+        deadline = time.monotonic() + 10
+        while ((kube_api.get("configmaps", "default", "cm") or {}).get("data") or {}).get("mirror") != "s":
+            assert time.monotonic() < deadline, "never reconciled"
+            time.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     records = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     assert any("stopped" in r["msg"] for r in records)
     assert not [r for r in kube_api.requests if r.resource == "leases"], "no Lease without --leader-elect"
+
+
+async def _put(kubeconfig: Path) -> None:
+    async with client_for(kubeconfig) as client:
+        await put_config_map(client, "default", "cm", source="s")
 
 
 def _metrics_port(log: Path, proc: subprocess.Popen[bytes]) -> int:
