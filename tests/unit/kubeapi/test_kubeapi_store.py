@@ -1,0 +1,173 @@
+"""Store, watch history and the verbs' semantics without HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from nodeenv.kubeapi.crud import DeleteOptions, Resources
+from nodeenv.kubeapi.errors import AlreadyExists, Conflict, Expired, Forbidden, Invalid, NotFound
+from nodeenv.kubeapi.kinds import Kind, Registry
+from nodeenv.kubeapi.paging import decode_token
+from nodeenv.kubeapi.selectors import Selector, parse_labels
+from nodeenv.kubeapi.store import Store, Watch
+
+REG = Registry()
+
+
+def kind(plural: str, group: str = "") -> Kind:
+    k = REG.lookup(group, "v1", plural)
+    assert k is not None
+    return k
+
+
+CM, SVC, NS = kind("configmaps"), kind("services"), kind("namespaces")
+
+
+@pytest.fixture
+def res() -> Resources:
+    r = Resources(Store(), REG)
+    r.bootstrap()
+    return r
+
+
+def drain(w: Watch) -> list[tuple[str, str]]:
+    out = []
+    while True:
+        try:
+            item = w.queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return out
+        if item is not None:
+            out.append((item[0], item[1]["metadata"]["name"]))
+
+
+def cm(name: str, **meta: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, **meta}}
+
+
+def test_one_resource_version_across_kinds(res: Resources) -> None:
+    a = res.create(CM, "default", cm("a"))
+    s = res.create(SVC, "default", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+    assert int(s["metadata"]["resourceVersion"]) == int(a["metadata"]["resourceVersion"]) + 1
+
+
+def test_watch_replays_history_of_its_kind_and_410_after_compact(res: Resources) -> None:
+    store = res.store
+    rv = store.rv
+    res.create(CM, "default", cm("a"))
+    res.create(SVC, "default", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+    res.update(CM, "default", "a", {"metadata": {"name": "a"}, "data": {"k": "v"}})
+    w = store.watch(CM, None, Selector(), rv)
+    assert drain(w) == [("ADDED", "a"), ("MODIFIED", "a")]
+    store.compact()
+    with pytest.raises(Expired, match=f"too old resource version: {rv}"):
+        store.watch(CM, None, Selector(), rv)
+    store.watch(CM, None, Selector(), store.rv)  # from now is fine
+
+
+def test_selector_transitions_are_added_and_deleted(res: Resources) -> None:
+    res.create(CM, "default", cm("a", labels={"t": "x"}))
+    w = res.store.watch(CM, "default", Selector(parse_labels("t=x")), res.store.rv)
+    res.update(CM, "default", "a", cm("a", labels={"t": "y"}))
+    res.update(CM, "default", "a", cm("a", labels={"t": "x"}))
+    assert drain(w) == [("DELETED", "a"), ("ADDED", "a")]
+
+
+def test_history_limit_moves_the_floor() -> None:
+    store = Store(history_limit=2)
+    r = Resources(store, REG)
+    r.bootstrap()
+    with pytest.raises(Expired):
+        store.watch(CM, None, Selector(), 0)
+
+
+def test_conflict_notfound_alreadyexists(res: Resources) -> None:
+    a = res.create(CM, "default", cm("a"))
+    with pytest.raises(AlreadyExists):
+        res.create(CM, "default", cm("a"))
+    with pytest.raises(NotFound, match='namespaces "nope" not found'):
+        res.create(CM, "nope", cm("a"))
+    res.update(CM, "default", "a", {"metadata": {"name": "a"}, "data": {"x": "1"}})
+    with pytest.raises(Conflict):
+        res.update(
+            CM,
+            "default",
+            "a",
+            {"metadata": {"name": "a", "resourceVersion": a["metadata"]["resourceVersion"]}},
+        )
+
+
+def test_generate_name_and_invalid_name(res: Resources) -> None:
+    made = res.create(CM, "default", {"metadata": {"generateName": "job-"}})
+    assert made["metadata"]["name"].startswith("job-") and len(made["metadata"]["name"]) == 9
+    with pytest.raises(Invalid):
+        res.create(CM, "default", cm("Bad_Name"))
+
+
+def test_finalizers_hold_deletion_until_emptied(res: Resources) -> None:
+    res.create(CM, "default", cm("f", finalizers=["example.com/x"]))
+    w = res.store.watch(CM, None, Selector(), res.store.rv)
+    obj, removed = res.delete(CM, "default", "f", DeleteOptions())
+    assert not removed and obj["metadata"]["deletionTimestamp"]
+    with pytest.raises(Invalid, match="no new finalizers"):
+        res.update(CM, "default", "f", cm("f", finalizers=["example.com/x", "other"]))
+    res.update(CM, "default", "f", cm("f", finalizers=[]))
+    assert res.store.get(CM, "default", "f") is None
+    assert drain(w) == [("MODIFIED", "f"), ("DELETED", "f")]
+
+
+def test_namespace_deletion_and_immortal_namespaces(res: Resources) -> None:
+    res.create(NS, "", cm("team"))
+    res.create(CM, "team", cm("plain"))
+    res.create(CM, "team", cm("held", finalizers=["x/y"]))
+    ns, removed = res.delete(NS, "", "team", DeleteOptions())
+    assert not removed and ns["status"]["phase"] == "Terminating"
+    assert res.store.get(CM, "team", "plain") is None
+    with pytest.raises(Forbidden, match="being terminated"):
+        res.create(CM, "team", cm("late"))
+    res.update(CM, "team", "held", cm("held", finalizers=[]))
+    assert res.store.get(NS, "", "team") is None
+    with pytest.raises(Forbidden):
+        res.delete(NS, "", "kube-system", DeleteOptions())
+
+
+def test_service_cluster_ip_and_node_port_allocation(res: Resources) -> None:
+    def svc(name: str, **spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"ports": [{"port": 80}], **spec}}
+
+    a = res.create(SVC, "default", svc("a", clusterIP="10.96.0.10"))
+    assert a["spec"]["clusterIPs"] == ["10.96.0.10"]
+    with pytest.raises(Invalid, match="provided IP is already allocated"):
+        res.create(SVC, "default", svc("b", clusterIP="10.96.0.10"))
+    with pytest.raises(Invalid, match="not in the valid range"):
+        res.create(SVC, "default", svc("b", clusterIP="10.0.0.1"))
+    headless = res.create(SVC, "default", svc("h", clusterIP="None"))
+    assert headless["spec"]["clusterIP"] == "None"
+    lb = res.create(SVC, "default", svc("lb", type="LoadBalancer"))
+    assert 30000 <= lb["spec"]["ports"][0]["nodePort"] <= 32767
+    nolb = res.create(SVC, "default", svc("n", type="LoadBalancer", allocateLoadBalancerNodePorts=False))
+    assert "nodePort" not in nolb["spec"]["ports"][0]
+    dynamic = res.create(SVC, "default", svc("d"))
+    assert int(dynamic["spec"]["clusterIP"].split(".")[2]) >= 1  # dynamic band above the static one
+    res.delete(SVC, "default", "a", DeleteOptions())
+    assert res.create(SVC, "default", svc("b", clusterIP="10.96.0.10"))  # freed on delete
+    with pytest.raises(Invalid, match=r"spec.ports: Required value"):
+        res.create(SVC, "default", {"metadata": {"name": "z"}, "spec": {}})
+
+
+def test_pagination_tokens_and_expiry(res: Resources) -> None:
+    for i in range(5):
+        res.create(CM, "default", cm(f"c{i}"))
+    page = res.list_page(CM, "default", Selector(), limit=2)
+    assert [o["metadata"]["name"] for o in page.items] == ["c0", "c1"] and page.remaining == 3
+    assert page.continue_token is not None
+    assert decode_token(page.continue_token)[1] == "default/c1\x00"
+    nxt = res.list_page(CM, "default", Selector(), limit=10, token=page.continue_token)
+    assert [o["metadata"]["name"] for o in nxt.items] == ["c2", "c3", "c4"] and nxt.continue_token is None
+    res.create(CM, "default", cm("late"))
+    res.store.compact()
+    with pytest.raises(Expired):
+        res.list_page(CM, "default", Selector(), limit=2, token=page.continue_token)
