@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nodeenv.cni_component import CniComponent
 from nodeenv.csi_component import CsiComponent
+from nodeenv.flashdns_component import FlashDnsComponent
 from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.node import Component, NodeSettings
 from nodeenv.ovn_stack import OvnStack
@@ -16,4 +17,5 @@ def default_components(settings: NodeSettings) -> list[Component]:
     components.append(CniComponent())
     components.append(WebhookComponent())
     components.append(CsiComponent())
+    components.append(FlashDnsComponent())  # the cluster DNS the CNI names (10.96.0.10)
     return components
