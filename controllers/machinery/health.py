@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -16,7 +16,7 @@ def make_health_app(registry: CollectorRegistry, healthz: Probe, readyz: Probe) 
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    def probe(check: Probe) -> Callable[[web.Request], object]:
+    def probe(check: Probe) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(_: web.Request) -> web.Response:
             problem = check()
             return web.Response(text=problem or "ok", status=503 if problem else 200)
@@ -25,8 +25,8 @@ def make_health_app(registry: CollectorRegistry, healthz: Probe, readyz: Probe) 
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
-    app.router.add_get("/healthz", probe(healthz))  # type: ignore[arg-type]
-    app.router.add_get("/readyz", probe(readyz))  # type: ignore[arg-type]
+    app.router.add_get("/healthz", probe(healthz))
+    app.router.add_get("/readyz", probe(readyz))
     return app
 
 

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from controllers.machinery.leader import LeaseSettings
 
@@ -66,9 +67,9 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=program, description=description)
 
-    def add(flag: str, var: str, default: str, help: str, **kw: object) -> None:
+    def add(flag: str, var: str, default: str, help: str, **kw: Any) -> None:
         p.add_argument(flag, default=env.get(var, default), help=f"{help} (env {var}; default {default!r})",
-                       **kw)  # type: ignore[arg-type]  # fmt: skip
+                       **kw)  # fmt: skip
 
     add(
         "--kubeconfig",
