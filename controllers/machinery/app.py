@@ -126,6 +126,7 @@ class ControllerApp:
         self.elector: LeaderElector | None = None
         self.metrics_port: int | None = None
         self._leading: asyncio.Task[None] | None = None
+        self._election: asyncio.Task[None] | None = None
         self._stopping = False
 
     def main(self, argv: Sequence[str] | None = None) -> int:
@@ -168,7 +169,7 @@ class ControllerApp:
             tasks += [asyncio.create_task(f()) for f in ctx.background]
             log.info("%s started: %d informers, %d controllers, leader election %s", self.program,
                      len(ctx.informers), len(ctx.controllers), settings.leader_elect)  # fmt: skip
-            elect = self._start_election(ctx) if settings.leader_elect else None
+            elect = self._election = self._start_election(ctx) if settings.leader_elect else None
             if elect is None:
                 await self._start_leading()
             try:
@@ -231,7 +232,9 @@ class ControllerApp:
         if ctx is None:
             return "starting"
         dead = [i.kind.plural for i in ctx.informers if i.crashed]
-        return f"informers stopped: {', '.join(dead)}" if dead else None
+        if self._election is not None and self._election.done() and not self._stopping:
+            dead.append("leader election")
+        return f"stopped: {', '.join(dead)}" if dead else None
 
     def _readyz(self) -> str | None:
         ctx = self.context

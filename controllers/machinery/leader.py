@@ -33,7 +33,7 @@ from controllers.machinery.store import KubeObject
 log = logging.getLogger(__name__)
 
 Callback = Callable[[], Awaitable[None]]
-API_ERRORS = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
+API_ERRORS = (ApiException, aiohttp.ClientError, OSError, TimeoutError, ValueError)  # ValueError: bad JSON
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
