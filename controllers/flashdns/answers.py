@@ -5,7 +5,7 @@ query is not ours (forward it), or that the datagram is to be dropped:
 - shorter than a header, or a response (QR set): dropped (never answer an answer);
 - unparseable, trailing bytes, not exactly one question, two OPT records: FORMERR;
 - an opcode other than QUERY: NOTIMP; an EDNS version other than 0: BADVERS;
-- a class other than IN/ANY: REFUSED.
+- a class other than IN/ANY, or a zone transfer (AXFR/IXFR): REFUSED; a question of type OPT: FORMERR.
 In the cluster domain: NXDOMAIN when the name does not exist (empty non-terminals exist),
 NODATA otherwise, both with the SOA in the authority section and its TTL the negative TTL.
 Answers keep the query's spelling of the name (0x20 case). Over UDP a reply larger than the
@@ -33,6 +33,8 @@ MAX_CHAIN = 8
 ANY, CNAME_T, SOA_T, OPT = QTYPE.ANY, QTYPE.CNAME, QTYPE.SOA, 41
 ADDRESS_TYPES = (QTYPE.A, QTYPE.AAAA)
 CLASS_IN, CLASS_ANY = 1, 255
+ZONE_TRANSFERS = (QTYPE.AXFR, QTYPE.IXFR)
+"""Refused: the zone is rebuilt from the API on every replica, never transferred."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +86,9 @@ class Answerer:
                 return Answer(reply.pack(), cacheable=True)
         q = query.q
         name = str(q.qname).lower()
-        if q.qclass not in (CLASS_IN, CLASS_ANY):
+        if q.qtype == OPT:  # a pseudo-type is no question (RFC 6891)
+            return Answer(header_error(data, FORMERR), cacheable=True)
+        if q.qclass not in (CLASS_IN, CLASS_ANY) or q.qtype in ZONE_TRANSFERS:
             return self._done(reply, REFUSED, opts, limit, aa=False)
         if not self.zone.authoritative(name):
             if self.recursion:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,14 @@ async def test_service_lifecycle_over_udp_and_tcp(kube_api: Any, tmp_path: Path)
             assert (await rcode_and_values(run.port, WEB))[0] == 3
             assert (await rcode_and_values(run.port, rev, "PTR"))[0] in (3, 5)  # no longer ours
             assert (await rcode_and_values(run.port, "keep.team-a.svc.cluster.local"))[0] == 0
+            metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{run.app.metrics_port}/metrics")
+            udp = re.search(r'flashdns_dns_queries_total\{transport="udp"\} (\d+)', metrics)
+            assert udp and int(udp.group(1)) >= 5 and "flashdns_zone_names" in metrics
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return str(r.read().decode())
 
 
 async def test_headless_pods_and_restart(kube_api: Any, tmp_path: Path) -> None:
