@@ -104,6 +104,8 @@ class Resources:
     def _on_create(self, kind: Kind, obj: Obj) -> None:
         if kind is self.services.kind:
             self.services.on_create(obj)
+        elif kind.kind == "Secret" and not kind.group:
+            obj["type"] = obj.get("type") or "Opaque"
         elif kind is self.namespaces:
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}

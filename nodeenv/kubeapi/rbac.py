@@ -7,7 +7,8 @@ verb, apiGroup, resource (`<plural>/<sub>` for subresources) and, when the rule 
 resourceNames. `*` matches everything in each list. Denials are 403 Forbidden with the apiserver's
 message. Simplified: aggregated ClusterRoles (aggregationRule) are not expanded; non-resource URLs
 (discovery, /version, /openapi) are open to every authenticated user, as the default
-`system:discovery` and `system:public-info-viewer` bindings make them.
+`system:discovery` and `system:public-info-viewer` bindings make them; every authenticated user may
+create SelfSubjectReviews and SelfSubjectAccessReviews (the default `system:basic-user` binding).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from nodeenv.kubeapi.store import Store
 
 Obj = dict[str, Any]
 _RBAC = "rbac.authorization.k8s.io"
+_BASIC_USER = {
+    ("authentication.k8s.io", "selfsubjectreviews"),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+}
 
 
 def _binds(binding: Obj, user: User) -> bool:
@@ -79,6 +84,8 @@ class Authorizer:
     def allowed(self, user: User, info: RequestInfo) -> bool:
         if "system:masters" in user.groups:
             return True
+        if (info.group, info.resource) in _BASIC_USER and info.verb == "create":
+            return True  # the default system:basic-user ClusterRole
         return any(rule_allows(r, info) for r in self._rules(user, info.namespace))
 
     def check(self, user: User, info: RequestInfo) -> None:

@@ -1,7 +1,8 @@
 """Request and response bodies: JSON (and YAML where the apiserver takes it), query parameters.
 
 Simplified: protobuf request bodies (`application/vnd.kubernetes.protobuf`, which kubectl's
-generators such as `kubectl create configmap|service|namespace` send) are refused with 415;
+generators send) are decoded only for the kinds in protobuf.py (namespace, configmap, secret,
+serviceaccount, the self reviews); others (e.g. `kubectl create service`) get 415.
 `kubectl create -f` / `apply -f` and every JSON client work. Responses are always JSON.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 import yaml  # type: ignore[import-untyped,unused-ignore]
 from aiohttp import web
 
+from nodeenv.kubeapi import protobuf
 from nodeenv.kubeapi.crud import DeleteOptions
 from nodeenv.kubeapi.errors import ApiError, BadRequest, UnsupportedMediaType
 from nodeenv.kubeapi.kinds import Kind
@@ -39,6 +41,8 @@ def parse_body(raw: bytes, content_type: str) -> Any:
     if not raw.strip():
         raise BadRequest("the body of the request is empty")
     ctype = content_type.split(";")[0].strip().lower()
+    if ctype == protobuf.CONTENT_TYPE:
+        return protobuf.decode(raw)
     if "json" not in ctype and "yaml" not in ctype:  # protobuf and CBOR are not decoded here
         raise UnsupportedMediaType(
             f"the body of the request was in an unknown format - accepted media types include: {ACCEPTED}"

@@ -193,3 +193,18 @@ def test_delete_namespace_removes_its_objects(kube_api: KubeApiHandle, tmp_path:
     assert kube_api.objects("configmaps", "team") == []
     assert "NotFound" in kubectl(kube_api, "get", "ns", "team", check=False)
     assert "Forbidden" in kubectl(kube_api, "delete", "ns", "default", check=False)
+
+
+def test_generators_send_protobuf_bodies(kube_api: KubeApiHandle) -> None:
+    kubectl(kube_api, "create", "namespace", "gen")
+    kubectl(kube_api, "create", "configmap", "c", "-n", "gen", "--from-literal=a=b")
+    kubectl(kube_api, "create", "secret", "generic", "s", "-n", "gen", "--from-literal=p=q")
+    kubectl(kube_api, "create", "serviceaccount", "bot", "-n", "gen")
+    cm, secret = kube_api.get("configmaps", "gen", "c"), kube_api.get("secrets", "gen", "s")
+    assert cm is not None and cm["data"] == {"a": "b"}
+    assert secret is not None and secret["data"] == {"p": "cQ=="} and secret["type"] == "Opaque"
+    assert kube_api.get("serviceaccounts", "gen", "bot") is not None
+    assert kube_api.get("namespaces", "", "gen") is not None
+    refused = kubectl(kube_api, "create", "service", "clusterip", "x", "--tcp=80:80", check=False)
+    assert "does not decode protobuf Service" in refused  # a clear 415, nothing stored
+    assert kube_api.get("services", "default", "x") is None
