@@ -122,19 +122,17 @@ class DnsServer:
         while not self._stopping:
             try:
                 data, addr = recv(65535)
-            except OSError:
-                continue
-            stats.udp_queries += 1
-            cached = self._cache.get(data[2:])
-            if cached is not None:
-                stats.cache_hits += 1
-                with contextlib.suppress(OSError):
+                stats.udp_queries += 1
+                cached = self._cache.get(data[2:])
+                if cached is not None:  # the hot path: no context managers, no calls but the two syscalls
+                    stats.cache_hits += 1
                     send(data[:2] + cached, addr)
-                continue
-            try:
-                self._udp_miss(data, addr)
+                else:
+                    self._udp_miss(data, addr)
+            except OSError:
+                continue  # a send to a vanished client, or the socket closing on stop
             except Exception:  # a bug must cost one answer, never the server
-                log.exception("query from %s crashed the answerer", addr)
+                log.exception("a UDP query crashed the answerer")
                 if len(data) >= 12:
                     with contextlib.suppress(OSError):
                         send(header_error(data, SERVFAIL), addr)
