@@ -65,3 +65,34 @@ def test_apex_records() -> None:
     assert Record("cluster.local.", "NS", "ns.dns.cluster.local.") in recs
     assert Record("ns.dns.cluster.local.", "A", "10.96.0.10") in recs
     assert Record("dns-version.cluster.local.", "TXT", '"1.1.0"') in recs
+
+
+def test_a_kept_name_never_reads_absent_while_its_owner_is_replaced() -> None:
+    """A reader thread, switched in every microsecond, during 3,000 whole-set replacements."""
+    import sys
+    import threading
+
+    z = Zone("cluster.local")
+    srv = "_http._tcp." + WEB
+    z.replace("o", [a(WEB, "10.0.0.1"), Record(srv, "SRV", f"0 100 80 {WEB}")])
+    gaps: list[str] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            if z.node(WEB) is None or not z.exists("default.svc.cluster.local."):
+                gaps.append("name or its parent absent")
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(3000):  # every record changes each time; the SRV name comes and goes
+            extra = [Record(srv, "SRV", f"0 100 {i} {WEB}")] if i % 2 else []
+            z.replace("o", [a(WEB, f"10.0.{i // 250}.{i % 250 + 1}"), *extra])
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(old)
+    assert gaps == []
