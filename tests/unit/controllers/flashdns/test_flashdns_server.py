@@ -184,3 +184,17 @@ def test_answers_follow_zone_changes(dns: ServerThread) -> None:
 
 async def _noop() -> None:
     return None
+
+
+def test_ipv6_listen_address() -> None:
+    zone = Zone("cluster.local")
+    zone.replace(
+        "service/default/web", service_records(service("web", clusterIP="fd00:96::10"), [], "cluster.local")
+    )
+    st = ServerThread(DnsServer(zone, None), "[::1]:0")
+    try:
+        for tcp in (False, True):
+            reply = ask(st.port, WEB, "AAAA", tcp=tcp, host="::1")
+            assert values(reply) == {"fd00:96::10"}
+    finally:
+        st.close()
