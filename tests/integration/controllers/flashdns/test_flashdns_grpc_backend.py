@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,30 @@ async def test_controller_with_the_flashdns_backend_writes_and_resyncs(
             await c.delete(SERVICES, "default", "api")
             await eventually(lambda: not svc.find(name="api.default.svc"), what="deletion")
             await asyncio.sleep(0)
+
+
+async def test_two_replicas_only_the_leader_writes_and_the_follower_takes_over(
+    kube_api: Any, tmp_path: Path, fake: FakeServer
+) -> None:
+    lease = ("--leader-elect=true", "--leader-elect-lease-duration", "2", "--leader-elect-renew-deadline",
+             "1.5", "--leader-elect-retry-period", "0.2", "--backend", "flashdns",
+             "--flashdns-endpoint", fake.endpoint, "--resync-interval", "0.5")  # fmt: skip
+    svc = fake.service
+    async with client_for(kube_api.kubeconfig) as c, AsyncExitStack() as second_stack:
+        created = await c.create(SERVICES, service("ha"))
+        ip = created["spec"]["clusterIP"]
+        async with flashdns_controller(kube_api.kubeconfig, tmp_path, *lease) as first:
+            await eventually(
+                lambda: bool(svc.find(name="ha.default.svc", value=ip)), what="the leader's write"
+            )
+            second = await second_stack.enter_async_context(
+                flashdns_controller(kube_api.kubeconfig, tmp_path, *lease)
+            )
+            await asyncio.sleep(1.0)
+            assert first.app.is_leader and not second.app.is_leader
+            assert second.reconciles() == 0, "a follower never writes"
+        # the first replica stopped and released the Lease: the second takes over and repairs drift
+        svc.records.pop(svc.find(name="ha.default.svc")[0].id)
+        await eventually(lambda: second.app.is_leader, what="the follower to take over")
+        await eventually(lambda: bool(svc.find(name="ha.default.svc", value=ip)), what="its resync repair")
+        assert len(svc.find(name="ha.default.svc")) == 1
