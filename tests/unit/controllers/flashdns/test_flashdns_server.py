@@ -198,3 +198,29 @@ def test_ipv6_listen_address() -> None:
             assert values(reply) == {"fd00:96::10"}
     finally:
         st.close()
+
+
+def test_external_name_into_the_zone_is_followed_in_the_zone(dns: ServerThread) -> None:
+    zone = dns.server.zone
+    alias = service_records(service("alias", type="ExternalName", externalName=WEB), [], "cluster.local")
+    dns.loop.call_soon_threadsafe(zone.replace, "service/default/alias", alias)
+    dns.run(_noop())
+    reply = ask(dns.port, "alias.default.svc.cluster.local")
+    assert [QTYPE[rr.rtype] for rr in reply.rr] == ["CNAME", "A"] and reply.header.aa == 1
+    dns.loop.call_soon_threadsafe(zone.remove, "service/default/alias")
+    dns.run(_noop())
+
+
+def test_silent_upstream_gives_servfail_not_silence() -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as black_hole:
+        black_hole.bind(("127.0.0.1", 0))
+        silent = Upstream("127.0.0.1", black_hole.getsockname()[1])
+        st = ServerThread(DnsServer(Zone("cluster.local"), Forwarder([silent], timeout=0.3)))
+        try:
+            for tcp in (False, True):
+                assert ask(st.port, "www.example.org", tcp=tcp).header.rcode == 2
+            assert st.server.stats.forward_failures == 2
+        finally:
+            st.close()
