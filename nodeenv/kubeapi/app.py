@@ -22,7 +22,7 @@ from nodeenv.kubeapi.wire import error_response, respond
 
 log = logging.getLogger(__name__)
 STATE = web.AppKey("kubeapi_state", ApiState)
-_OPEN = ("/healthz", "/readyz", "/livez")
+_OPEN = ("/healthz", "/readyz", "/livez", "/metrics")
 H = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -97,6 +97,11 @@ async def _health(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+async def _metrics(request: web.Request) -> web.Response:
+    body = request.app[STATE].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
 async def _openapi_v2(request: web.Request) -> web.Response:
     return respond(openapi.v2(request.app[STATE].registry))
 
@@ -116,8 +121,9 @@ def make_app(st: ApiState) -> web.Application:
     app = web.Application(middlewares=[api_middleware], client_max_size=3 * 1024 * 1024)
     app[STATE] = st
     app.router.add_get("/version", _version)
-    for path in _OPEN:
+    for path in _OPEN[:3]:
         app.router.add_get(path, _health)
+    app.router.add_get("/metrics", _metrics)
     app.router.add_get("/openapi/v2", _openapi_v2)
     app.router.add_get("/openapi/v3", _openapi_v3_index)
     app.router.add_get("/openapi/v3/{gv:.+}", _openapi_v3)

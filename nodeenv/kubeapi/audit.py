@@ -20,6 +20,7 @@ def record(st: ApiState, request: web.Request, status: int) -> None:
     request[RECORDED] = True
     user = request.get(USER)
     i = request.get(INFO) or RequestInfo(verb=request.method.lower(), group="", version="", resource="")
+    st.metrics.requests.labels(i.verb, i.resource, str(status)).inc()
     st.recorder.add(
         RequestRecord(
             user=user.name if user else "system:anonymous",

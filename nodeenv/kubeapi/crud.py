@@ -19,6 +19,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from nodeenv.kubeapi.defaults import apply_defaults
 from nodeenv.kubeapi.errors import STALE, BadRequest, Forbidden, NotFound, already_exists, conflict, not_found
 from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.objects import Obj, now_rfc3339, prepare_create, prepare_update
@@ -104,13 +105,8 @@ class Resources:
     def _on_create(self, kind: Kind, obj: Obj) -> None:
         if kind is self.services.kind:
             self.services.on_create(obj)
-        elif kind.kind == "Secret" and not kind.group:
-            obj["type"] = obj.get("type") or "Opaque"
-        elif kind is self.namespaces:
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
-            labels = obj["metadata"].setdefault("labels", {})
-            labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        else:
+            apply_defaults(kind.group, kind.kind, obj)
 
     def _on_delete(self, kind: Kind, obj: Obj) -> None:
         if kind is self.services.kind:

@@ -5,7 +5,8 @@ port; ipFamilies [IPv4] / ipFamilyPolicy SingleStack; clusterIP allocated from t
 requested one honoured, 422 when in use or out of range; `None` = headless; none for ExternalName);
 clusterIPs mirrors clusterIP; nodePorts allocated for NodePort/LoadBalancer (unless
 allocateLoadBalancerNodePorts=false), honoured when requested, released when the type goes back to
-ClusterIP; externalTrafficPolicy Cluster and internalTrafficPolicy Cluster; status.loadBalancer {}.
+ClusterIP; externalTrafficPolicy Cluster and internalTrafficPolicy Cluster; status on create is
+replaced by {loadBalancer: {}} (only /status writes it).
 Simplified: IPv4 single-stack only; healthCheckNodePort is not allocated.
 """
 
@@ -32,6 +33,7 @@ class ServiceAllocator:
 
     # lifecycle hooks
     def on_create(self, obj: Obj) -> None:
+        obj["status"] = {"loadBalancer": {}}  # PrepareForCreate drops any status sent
         spec = obj.setdefault("spec", {})
         self._defaults(obj, spec)
         self._validate(obj, spec)

@@ -9,6 +9,7 @@ from nodeenv.kubeapi.auth import Recorder, Tokens
 from nodeenv.kubeapi.crud import Resources
 from nodeenv.kubeapi.errors import ApiError, Conflict, InternalError, ServiceUnavailable, TooManyRequests
 from nodeenv.kubeapi.kinds import Registry
+from nodeenv.kubeapi.metrics import Metrics
 from nodeenv.kubeapi.rbac import Authorizer
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.store import Store
@@ -79,9 +80,11 @@ class ApiState:
     faults: list[Fault] = field(default_factory=list)
     fault_lock: threading.Lock = field(default_factory=threading.Lock)
     authorizer: Authorizer | None = None
+    metrics: Metrics = field(init=False)
 
     def __post_init__(self) -> None:
         self.store = Store(self.config.history_limit)
+        self.metrics = Metrics(self.store)
         self.resources = Resources(self.store, self.registry, self.config.service_cidr)
         self.resources.bootstrap()
         if self.config.enforce_rbac:

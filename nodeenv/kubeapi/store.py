@@ -85,6 +85,12 @@ class Store:
         for objs in by_ns.values():
             yield from objs.values()
 
+    def size(self) -> int:
+        return sum(len(objs) for by_ns in self._objs.values() for objs in by_ns.values())
+
+    def watch_count(self) -> int:
+        return sum(len(ws) for ws in self._watches.values())
+
     def count(self, kind: Kind, namespace: str) -> int:
         return len(self._objs.get(kind.key, {}).get(namespace, {}))
 

@@ -221,3 +221,24 @@ async def test_injected_fault_and_named_user(kube_api: KubeApiHandle) -> None:
     mine = kube_api.requests_by(user)
     assert [(r.verb, r.resource, r.namespace, r.status) for r in mine] == [
         ("list", "services", "", 503), ("list", "services", "", 200)]  # fmt: skip
+
+
+async def test_drop_watches_ends_the_stream_server_side(
+    api: client.ApiClient, kube_api: KubeApiHandle
+) -> None:
+    rv = (await client.CoreV1Api(api).list_namespaced_config_map("default")).metadata.resource_version
+    ended = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in _events(api, resource_version=rv, timeout_seconds=60):
+            pass
+        ended.set()
+
+    task = asyncio.create_task(consume())
+    for _ in range(50):
+        if any(r.verb == "watch" for r in kube_api.requests):
+            break
+        await asyncio.sleep(0.05)
+    assert await asyncio.to_thread(kube_api.drop_watches) == 1
+    await asyncio.wait_for(ended.wait(), 10)
+    await task

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from nodeenv.daemons import is_alive
@@ -38,6 +40,10 @@ def test_daemon_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         assert "namespace/kube-system" in out.stdout
         assert Path(info["users"]["alice"]).exists()
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "api" / "pki" / "ca.crt"))
+        with urllib.request.urlopen(f"{info['url']}/metrics", context=ctx, timeout=10) as r:
+            metrics = r.read().decode()
+        assert 'kubeapi_requests_total{code="200",resource="namespaces",verb="list"} 1.0' in metrics
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     finally:

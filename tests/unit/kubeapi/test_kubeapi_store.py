@@ -171,3 +171,20 @@ def test_pagination_tokens_and_expiry(res: Resources) -> None:
     res.store.compact()
     with pytest.raises(Expired):
         res.list_page(CM, "default", Selector(), limit=2, token=page.continue_token)
+
+
+def test_create_drops_status_of_pods_and_services_and_defaults_them(res: Resources) -> None:
+    pod = res.create(kind("pods"), "default", {
+        "metadata": {"name": "p"}, "status": {"phase": "Running", "podIP": "10.0.0.9"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}]}]},
+    })  # fmt: skip
+    assert pod["status"] == {"phase": "Pending"}
+    c = pod["spec"]["containers"][0]
+    assert c["imagePullPolicy"] == "Always" and c["ports"][0]["protocol"] == "TCP"
+    assert pod["spec"]["restartPolicy"] == "Always"
+    sent = {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}
+    body = {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}, "status": sent}
+    svc = res.create(SVC, "default", body)
+    assert svc["status"] == {"loadBalancer": {}}
+    secret = res.create(kind("secrets"), "default", {"metadata": {"name": "x"}})
+    assert secret["type"] == "Opaque"
