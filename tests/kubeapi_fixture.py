@@ -84,7 +84,7 @@ class KubeApiHandle:
     def _kind(self, resource: str) -> Kind:
         for k in self.state.registry.kinds:
             if resource in (k.plural, f"{k.plural}.{k.group}"):
-                return k
+                return self.state.views.storage(k)  # events.k8s.io Events are stored as core/v1 Events
         raise KeyError(resource)
 
     def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:

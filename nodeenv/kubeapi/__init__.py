@@ -15,6 +15,9 @@ and what is simplified:
   routing.py      path -> RequestInfo                            handlers.py   one function per verb
   auth.py         tokens -> users, the request record            audit.py      recording each request
   rbac.py         opt-in RBAC authorization                      app.py        the aiohttp app
+  views.py        Events served by two groups, one storage       reviews.py    SelfSubject(Access)Reviews
+  defaults.py     create-time defaulting (Pods, Secrets, ...)    protobuf.py   protobuf bodies kubectl sends
+  metrics.py      /metrics                                        settings.py   the daemon's flags and env
   state.py        settings (ApiConfig), faults                   server.py     HTTPS server, threaded runner
   devpki.py       dev serving cert, kubeconfigs                  __main__.py   the daemon
 

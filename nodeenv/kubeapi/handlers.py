@@ -16,7 +16,7 @@ from aiohttp import web
 
 from nodeenv.kubeapi import apply, reviews, tables, watchstream
 from nodeenv.kubeapi.audit import USER
-from nodeenv.kubeapi.errors import NotFound, not_found
+from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.patches import APPLY, apply_patch
 from nodeenv.kubeapi.routing import RequestInfo
@@ -40,52 +40,61 @@ async def _body(request: web.Request) -> Any:
     return parse_body(await request.read(), request.content_type)
 
 
-def _respond_obj(request: web.Request, kind: Kind, obj: dict[str, Any], status: int = 200) -> web.Response:
+def _respond_obj(
+    request: web.Request, st: ApiState, kind: Kind, obj: dict[str, Any], status: int = 200
+) -> web.Response:
+    obj = st.views.present(kind, obj)
     if tables.wants_table(request.headers.get("Accept", "")):
         return respond(tables.table(kind, [obj], obj["metadata"]["resourceVersion"], request.query), status)
     return respond(obj, status)
 
 
 async def get(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
-    return _respond_obj(request, kind, st.resources.get(kind, info.namespace, info.name))
+    obj = st.resources.get(st.views.storage(kind), info.namespace, info.name)
+    return _respond_obj(request, st, kind, obj)
 
 
 async def list_(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     q = request.query
     sel = selector(q, kind)
     page = st.resources.list_page(
-        kind, info.namespace or None, sel, int_param(q, "limit", 0) or 0, q.get("continue")
+        st.views.storage(kind), info.namespace or None, sel, int_param(q, "limit", 0) or 0, q.get("continue")
     )
+    items = [st.views.present(kind, o) for o in page.items] if st.views.converted(kind) else page.items
     if tables.wants_table(request.headers.get("Accept", "")):
-        body = tables.table(kind, page.items, page.resource_version, q, page.continue_token)
-        return respond(body)
-    return respond(list_body(kind, page.items, page.resource_version, page.continue_token, page.remaining))
+        return respond(tables.table(kind, items, page.resource_version, q, page.continue_token))
+    return respond(list_body(kind, items, page.resource_version, page.continue_token, page.remaining))
 
 
 async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     body = await _body(request)
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
-    obj = st.resources.create(kind, info.namespace, body, dry_run=dry_run(request.query))
-    return _respond_obj(request, kind, obj, 201)
+    skind, stored = st.views.storage(kind), st.views.to_storage(kind, body)
+    obj = st.resources.create(skind, info.namespace, stored, dry_run=dry_run(request.query))
+    return _respond_obj(request, st, kind, obj, 201)
 
 
 async def update(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
-    body = await _body(request)
+    body = st.views.to_storage(kind, await _body(request))
     obj = st.resources.update(
-        kind, info.namespace, info.name, body, subresource=info.subresource, dry_run=dry_run(request.query)
-    )
-    return _respond_obj(request, kind, obj)
+        st.views.storage(kind), info.namespace, info.name, body,
+        subresource=info.subresource, dry_run=dry_run(request.query),
+    )  # fmt: skip
+    return _respond_obj(request, st, kind, obj)
 
 
 async def patch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     body = await _body(request)
     ctype, q = request.content_type, request.query
     if ctype == APPLY:
+        if st.views.converted(kind):
+            raise UnsupportedMediaType(f"the API double applies {kind.qualified} only via its stored group")
         obj, created = apply.server_side_apply(st.resources, kind, info, body, q)
-        return _respond_obj(request, kind, obj, 201 if created else 200)
-    current = st.resources.get(kind, info.namespace, info.name)
-    patched = apply_patch(ctype, current, body, kind.kind)
+        return _respond_obj(request, st, kind, obj, 201 if created else 200)
+    skind = st.views.storage(kind)
+    current = st.resources.get(skind, info.namespace, info.name)
+    patched = st.views.to_storage(kind, apply_patch(ctype, st.views.present(kind, current), body, kind.kind))
     meta = patched.get("metadata")
     if not isinstance(meta, dict):
         patched["metadata"] = meta = {}
@@ -93,18 +102,19 @@ async def patch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
     if "resourceVersion" not in meta or meta["resourceVersion"] is None:
         meta["resourceVersion"] = current["metadata"]["resourceVersion"]
     obj = st.resources.update(
-        kind, info.namespace, info.name, patched, subresource=info.subresource, dry_run=dry_run(q)
+        skind, info.namespace, info.name, patched, subresource=info.subresource, dry_run=dry_run(q)
     )
-    return _respond_obj(request, kind, obj)
+    return _respond_obj(request, st, kind, obj)
 
 
 async def delete(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     raw = await request.read()
     body = parse_body(raw, "application/json") if raw.strip() else None
-    obj, removed = st.resources.delete(kind, info.namespace, info.name, delete_options(request.query, body))
+    opts = delete_options(request.query, body)
+    obj, removed = st.resources.delete(st.views.storage(kind), info.namespace, info.name, opts)
     if removed and kind.kind not in _RETURNS_OBJECT:
         return respond(success_status(kind, obj))
-    return respond(obj)
+    return respond(st.views.present(kind, obj))
 
 
 async def delete_collection(
@@ -114,9 +124,10 @@ async def delete_collection(
     body = parse_body(raw, "application/json") if raw.strip() else None
     sel = selector(request.query, kind)
     items = st.resources.delete_collection(
-        kind, info.namespace or None, sel, delete_options(request.query, body)
+        st.views.storage(kind), info.namespace or None, sel, delete_options(request.query, body)
     )
-    return respond(list_body(kind, items, str(st.store.rv), None, None))
+    shown = [st.views.present(kind, o) for o in items]
+    return respond(list_body(kind, shown, str(st.store.rv), None, None))
 
 
 async def watch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:

@@ -13,6 +13,7 @@ from nodeenv.kubeapi.metrics import Metrics
 from nodeenv.kubeapi.rbac import Authorizer
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.store import Store
+from nodeenv.kubeapi.views import Views
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,10 +82,12 @@ class ApiState:
     fault_lock: threading.Lock = field(default_factory=threading.Lock)
     authorizer: Authorizer | None = None
     metrics: Metrics = field(init=False)
+    views: Views = field(init=False)
 
     def __post_init__(self) -> None:
         self.store = Store(self.config.history_limit)
         self.metrics = Metrics(self.store)
+        self.views = Views(self.registry)
         self.resources = Resources(self.store, self.registry, self.config.service_cidr)
         self.resources.bootstrap()
         if self.config.enforce_rbac:

@@ -115,6 +115,19 @@ def _data_count(o: Obj) -> int:
     return len(o.get("data") or {}) + len(o.get("binaryData") or {})
 
 
+def _event_object(o: Obj) -> str:
+    ref = o.get("involvedObject") or o.get("regarding") or {}
+    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+
+
+def _last_seen(o: Obj) -> str:
+    ts = o.get("lastTimestamp") or o.get("deprecatedLastTimestamp") or o.get("eventTime")
+    if not ts:
+        return _age(o)
+    seen = dt.datetime.strptime(str(ts)[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
+    return human_duration((dt.datetime.now(dt.UTC) - seen).total_seconds())
+
+
 def _str(*path: str, default: str = "") -> Callable[[Obj], str]:
     return lambda o: str(_get(o, *path) or default)
 
@@ -137,6 +150,9 @@ COLUMNS: dict[str, list[Column]] = {
     "ConfigMap": [_NAME, ("Data", "integer", _data_count), _AGE],
     "Secret": [_NAME, ("Type", "string", _str("type", default="Opaque")),
                ("Data", "integer", _data_count), _AGE],
+    "Event": [("Last Seen", "string", _last_seen), ("Type", "string", _str("type")),
+              ("Reason", "string", _str("reason")), ("Object", "string", _event_object),
+              ("Message", "string", lambda o: str(o.get("message") or o.get("note") or "")), _NAME],
     "Lease": [_NAME, ("Holder", "string", _str("spec", "holderIdentity")), _AGE],
 }  # fmt: skip
 
@@ -166,8 +182,14 @@ def table(kind: Kind, items: list[Obj], rv: str, query: Mapping[str, str], cont:
         "apiVersion": "meta.k8s.io/v1",
         "metadata": meta,
         "columnDefinitions": [
-            {"name": n, "type": t, "format": "name" if n == "Name" else "", "description": n, "priority": 0}
-            for n, t, _ in cols
+            {
+                "name": n,
+                "type": t,
+                "format": "name" if n == "Name" else "",
+                "description": n,
+                "priority": 1 if n == "Name" and i else 0,
+            }  # a trailing Name shows only with -o wide
+            for i, (n, t, _) in enumerate(cols)
         ],
         "rows": rows,
     }

@@ -26,14 +26,20 @@ from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.state import ApiState
 from nodeenv.kubeapi.store import Watch
+from nodeenv.kubeapi.views import Views
 from nodeenv.kubeapi.wire import encode, int_param, selector
 
 
 class _Stream:
-    def __init__(self, resp: web.StreamResponse, kind: Kind, as_table: bool, query: Any) -> None:
+    def __init__(
+        self, resp: web.StreamResponse, kind: Kind, as_table: bool, query: Any, views: Views
+    ) -> None:
         self.resp, self.kind, self.as_table, self.query = resp, kind, as_table, query
+        self.views = views
 
     async def send(self, type_: str, obj: dict[str, Any]) -> None:
+        if type_ not in ("ERROR", "BOOKMARK"):
+            obj = self.views.present(self.kind, obj)
         if self.as_table and type_ not in ("ERROR", "BOOKMARK"):
             obj = tables.table(self.kind, [obj], obj["metadata"].get("resourceVersion", ""), self.query)
         await self.resp.write(encode({"type": type_, "object": obj}) + b"\n")
@@ -67,16 +73,16 @@ async def serve(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
     ns = info.namespace or None
     expired: ApiError | None = None
     try:
-        w = st.store.watch(kind, ns, sel, since)
+        w = st.store.watch(st.views.storage(kind), ns, sel, since)
     except ApiError as e:
         expired, w = e, None
-    snapshot = st.store.list(kind, ns, sel) if (since is None or initial_end) and w else []
+    snapshot = st.store.list(st.views.storage(kind), ns, sel) if (since is None or initial_end) and w else []
     snapshot_rv = st.store.rv
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     resp.enable_chunked_encoding()
     await resp.prepare(request)
     audit.record(st, request, 200)
-    stream = _Stream(resp, kind, tables.wants_table(request.headers.get("Accept", "")), q)
+    stream = _Stream(resp, kind, tables.wants_table(request.headers.get("Accept", "")), q, st.views)
     if w is None:
         assert expired is not None
         await stream.send("ERROR", expired.status())

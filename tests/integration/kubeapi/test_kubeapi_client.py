@@ -242,3 +242,35 @@ async def test_drop_watches_ends_the_stream_server_side(
     assert await asyncio.to_thread(kube_api.drop_watches) == 1
     await asyncio.wait_for(ended.wait(), 10)
     await task
+
+
+async def test_events_k8s_io_events_are_core_events(api: client.ApiClient, kube_api: KubeApiHandle) -> None:
+    core = client.CoreV1Api(api)
+    svc = await core.create_namespaced_service("default", _svc("lb", type="LoadBalancer"))
+    rv = (await core.list_namespaced_event("default")).metadata.resource_version
+    event = {
+        "metadata": {"generateName": "lb."}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Service", "namespace": "default", "name": "lb", "uid": svc.metadata.uid},
+        "reason": "IPAllocated", "note": "192.0.2.10", "type": "Normal", "action": "Allocate",
+        "reportingController": "fiberlb.plasmacloud.io/controller", "reportingInstance": "fiberlb-0",
+    }  # fmt: skip
+    created = await client.EventsV1Api(api).create_namespaced_event("default", event)
+    assert created.note == "192.0.2.10" and created.regarding.name == "lb"
+    selector = f"involvedObject.name=lb,involvedObject.kind=Service,involvedObject.uid={svc.metadata.uid}"
+    seen = (await core.list_namespaced_event("default", field_selector=selector)).items
+    assert [(e.reason, e.message, e.reporting_component) for e in seen] == [
+        ("IPAllocated", "192.0.2.10", "fiberlb.plasmacloud.io/controller")]  # fmt: skip
+    w = watch.Watch()
+    async with w.stream(core.list_namespaced_event, "default", resource_version=rv, timeout_seconds=2) as s:
+        async for ev in s:
+            assert (ev["type"], ev["object"].message) == ("ADDED", "192.0.2.10")
+            break
+    out = await asyncio.to_thread(_kubectl, kube_api, "describe", "svc", "lb")
+    assert "IPAllocated" in out and "192.0.2.10" in out
+
+
+def _kubectl(api: KubeApiHandle, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["kubectl", "--kubeconfig", str(api.kubeconfig), *args],
+                          capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
