@@ -103,11 +103,16 @@ def _owned(api: Any, service: str) -> list[Any]:
 
 
 class _Group(command.BaseCommand):  # type: ignore[misc]
-    """Within a transaction: the `fiberlb` group, created and attached to every namespace switch
-    and the cluster router where it is missing."""
+    """The `fiberlb` group attached to every namespace switch and the cluster router, holding every
+    row we own (a row taken out of it by hand is put back)."""
 
     def run_idl(self, txn: Any) -> None:
-        self.result = ensure_group(self.api, txn)
+        group = ensure_group(self.api, txn)
+        members = {r.uuid for r in group.load_balancer}
+        for row in self.api.tables["Load_Balancer"].rows.values():
+            if row.uuid not in members and row.external_ids.get(K_OWNER) == OWNER:
+                group.addvalue("load_balancer", row)
+        self.result = group
 
 
 def ensure_group(api: Any, txn: Any) -> Any:
@@ -152,9 +157,7 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
             changes += _set(row, "options", _options(d))
             changes += _set(row, "selection_fields", ["ip_src"] if d.options.algorithm == "ip-hash" else [])
             changes += self._health_checks(txn, row, listeners)
-            if row not in group.load_balancer:
-                group.addvalue("load_balancer", row)
-        self.result = changes
+        self.result = changes  # (group membership of existing rows: repaired by attach(), O(rows))
 
     def _health_checks(self, txn: Any, row: Any, listeners: list[Listener]) -> int:
         hc = self.desired.options.health_check

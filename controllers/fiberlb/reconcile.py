@@ -77,34 +77,36 @@ class Reconciler:
         ports = frozenset((p.protocol, p.port) for p in svc.ports)
         return Request(requested_ip=opts.requested_ip, sharing_key=opts.sharing_key, ports=ports)
 
-    def restore_all(self) -> int:
-        """Hold every IP our Services carry in status (sorted by key: deterministic on conflict)."""
-        restored = 0
+    def observe(self, obj: KubeObject) -> None:
+        """Informer handler (every replica, every add/update): hold an IP this Service's status
+        carries that the pool does not know yet: written by an earlier run or another leader."""
+        svc = Service.from_dict(obj)
+        if not svc.ingress_ips or svc.deleting or self.pool.lookup(svc.key) or not self.ours(svc):
+            return
+        try:
+            req = self._request(svc, LbOptions.from_service(svc))
+        except ServiceConfigError:
+            req = Request()
+        if not self.pool.restore(svc.key, svc.ingress_ips[0], req):
+            log.warning("%s claims %s, already held by another Service", svc.key, svc.ingress_ips[0])
+
+    def restore_all(self) -> None:
+        """Every IP our Services carry in status (sorted by key: deterministic on conflict)."""
         for key in sorted(self.services):
             obj = self.services.get_by_key(key)
-            svc = Service.from_dict(obj) if obj is not None else None
-            if svc is None or not svc.ingress_ips or self.pool.lookup(svc.key) or not self.ours(svc):
-                continue
-            try:
-                req = self._request(svc, LbOptions.from_service(svc))
-            except ServiceConfigError:
-                req = Request()
-            if self.pool.restore(svc.key, svc.ingress_ips[0], req):
-                restored += 1
-            else:
-                log.warning("%s claims %s, already held by another Service", svc.key, svc.ingress_ips[0])
-        return restored
+            if obj is not None:
+                self.observe(obj)
 
     async def _start(self) -> None:
         """Once, before the first reconcile: restore every IP, then drop orphaned backend objects."""
         if self._started:
             return
-        restored = self.restore_all()
+        self.restore_all()
         orphans = await asyncio.to_thread(self.backend.services) - set(self.services)
         for key in sorted(orphans):
             await asyncio.to_thread(self.backend.delete, key, "")
-        log.info("restored %d external IPs from Service status; removed %d orphaned load balancers",
-                 restored, len(orphans))  # fmt: skip
+        log.info("holding %d external IPs from Service status; removed %d orphaned load balancers",
+                 self.pool.in_use(), len(orphans))  # fmt: skip
         self._started = True
 
     async def reconcile(self, key: str) -> float | None:
@@ -225,8 +227,6 @@ class Reconciler:
 
     def _allocate(self, svc: Service, opts: LbOptions) -> str:
         req = self._request(svc, opts)
-        if not self.pool.lookup(svc.key):
-            self.restore_all()  # another leader may have written IPs since: never hand one out twice
         try:
             ip = self.pool.assign(svc.key, req)
         except WAIT_FOR_IP:
