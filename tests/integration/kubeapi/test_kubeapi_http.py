@@ -1,0 +1,130 @@
+"""Wire details no typed client shows: Status bodies and codes, the watch stream's framing, watch-list
+bookmarks, legacy watch paths, discovery documents, authentication."""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from nodeenv.kubeapi.auth import ADMIN
+from tests.kubeapi_fixture import KubeApiHandle
+
+
+class Http:
+    def __init__(self, api: KubeApiHandle, session: aiohttp.ClientSession) -> None:
+        self.api, self.s = api, session
+        self.ssl = ssl.create_default_context(cafile=str(api.ca))
+        self.auth = {"Authorization": f"Bearer {api.state.tokens.token_for(ADMIN)}"}
+
+    async def call(self, method: str, path: str, body: Any = None, **headers: str) -> tuple[int, Any]:
+        data = json.dumps(body) if body is not None else None
+        hdrs = {**self.auth, "Content-Type": "application/json", **headers}
+        async with self.s.request(method, self.api.url + path, data=data, headers=hdrs, ssl=self.ssl) as r:
+            raw = await r.read()
+            return r.status, json.loads(raw) if raw and r.content_type == "application/json" else raw
+
+    async def stream(self, path: str, n: int, **headers: str) -> list[dict[str, Any]]:
+        out = []
+        hdrs = {**self.auth, **headers}
+        async with self.s.get(self.api.url + path, headers=hdrs, ssl=self.ssl) as r:
+            assert r.status == 200
+            async for line in r.content:
+                out.append(json.loads(line))
+                if len(out) == n:
+                    break
+        return out
+
+
+@pytest.fixture
+async def http(kube_api: KubeApiHandle) -> AsyncIterator[Http]:
+    async with aiohttp.ClientSession() as s:
+        yield Http(kube_api, s)
+
+
+async def test_status_bodies(http: Http) -> None:
+    code, body = await http.call("GET", "/api/v1/namespaces/default/configmaps/nope")
+    assert (code, body["kind"], body["reason"]) == (404, "Status", "NotFound")
+    assert body["details"] == {"name": "nope", "kind": "configmaps"}
+    assert body["message"] == 'configmaps "nope" not found' and body["status"] == "Failure"
+    code, body = await http.call("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/x")
+    assert body["message"] == 'leases.coordination.k8s.io "x" not found'
+    assert (await http.call("GET", "/api/v1/nothings"))[0] == 404
+    code, body = await http.call("POST", "/api/v1/namespaces/default/configmaps/x", {})
+    assert (code, body["reason"]) == (405, "MethodNotAllowed")
+    code, body = await http.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {}})
+    assert (code, body["reason"], body["details"]["causes"][0]["field"]) == (422, "Invalid", "metadata.name")
+    code, body = await http.call("GET", "/api/v1/pods?fieldSelector=spec.bogus%3Dx")
+    assert (code, body["reason"], body["message"]) == (
+        400,
+        "BadRequest",
+        "field label not supported: spec.bogus",
+    )
+    code, body = await http.call("GET", "/api/v1/namespaces", Authorization="Bearer wrong")
+    assert (code, body["reason"]) == (401, "Unauthorized")
+
+
+async def test_discovery_documents(http: Http) -> None:
+    _, v1 = await http.call("GET", "/api/v1")
+    svc = next(r for r in v1["resources"] if r["name"] == "services")
+    assert svc["shortNames"] == ["svc"] and svc["namespaced"] and "watch" in svc["verbs"]
+    assert any(r["name"] == "services/status" for r in v1["resources"])
+    _, groups = await http.call("GET", "/apis")
+    names = [g["name"] for g in groups["groups"]]
+    assert {"discovery.k8s.io", "coordination.k8s.io", "rbac.authorization.k8s.io"} <= set(names)
+    _, version = await http.call("GET", "/version")
+    assert (version["major"], version["minor"]) == ("1", "32")
+    _, index = await http.call("GET", "/openapi/v3")
+    assert "api/v1" in index["paths"]
+    _, doc = await http.call("GET", index["paths"]["api/v1"]["serverRelativeURL"])
+    ports = doc["components"]["schemas"]["io.k8s.api.core.v1.Service"]["properties"]["spec"]["properties"][
+        "ports"
+    ]
+    assert ports["x-kubernetes-patch-merge-key"] == "port"
+
+
+async def test_watch_framing_legacy_path_and_410_error_event(http: Http, kube_api: KubeApiHandle) -> None:
+    rv = kube_api.resource_version
+    await http.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "a"}})
+    events = await http.stream(f"/api/v1/watch/namespaces/default/configmaps?resourceVersion={rv}", 1)
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "a"
+    kube_api.compact()
+    (err,) = await http.stream(f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}", 1)
+    assert err["type"] == "ERROR"
+    assert (err["object"]["code"], err["object"]["reason"]) == (410, "Expired")
+    assert err["object"]["message"].startswith(f"too old resource version: {rv} (")
+
+
+async def test_watch_list_initial_events_end_with_annotated_bookmark(http: Http) -> None:
+    await http.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "a"}})
+    q = "watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
+    added, bookmark = await http.stream(f"/api/v1/namespaces/default/configmaps?{q}", 2)
+    assert added["type"] == "ADDED"
+    assert bookmark["type"] == "BOOKMARK"
+    assert bookmark["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+async def test_table_watch_rows(http: Http) -> None:
+    table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    (ev,) = await http.stream(
+        "/api/v1/namespaces?watch=1&fieldSelector=metadata.name%3Ddefault", 1, Accept=table
+    )
+    assert ev["object"]["kind"] == "Table" and ev["object"]["rows"][0]["cells"][:2] == ["default", "Active"]
+
+
+async def test_update_name_mismatch_and_deletecollection(http: Http, kube_api: KubeApiHandle) -> None:
+    await http.call(
+        "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "a", "labels": {"x": "1"}}}
+    )
+    await http.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "b"}})
+    code, body = await http.call(
+        "PUT", "/api/v1/namespaces/default/configmaps/a", {"metadata": {"name": "b"}}
+    )
+    assert code == 400 and "does not match the name on the URL" in body["message"]
+    code, body = await http.call("DELETE", "/api/v1/namespaces/default/configmaps?labelSelector=x%3D1")
+    assert code == 200 and [o["metadata"]["name"] for o in body["items"]] == ["a"]
+    assert [o["metadata"]["name"] for o in kube_api.objects("configmaps", "default")] == ["b"]
