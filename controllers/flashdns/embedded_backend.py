@@ -39,8 +39,12 @@ class EmbeddedBackend:
         self.server = DnsServer(self.zone, Forwarder(ups, timeout=s.forward_timeout) if ups else None)
         log.info("upstream resolvers: %s", ", ".join(f"{u.host}:{u.port}" for u in ups) or "none")
 
+    def bind(self) -> None:
+        """Take the address now (a clear error at start-up when it is taken); serve later."""
+        self.server.bind(self.settings.dns_address)
+
     async def start(self) -> None:
-        """Listen (call once the caches are synced and reconciled: never serve an empty zone)."""
+        """Serve (call once the caches are synced and reconciled: never answer from an empty zone)."""
         port = await self.server.start(self.settings.dns_address)
         if self.settings.dns_port_file:
             path = Path(self.settings.dns_port_file)

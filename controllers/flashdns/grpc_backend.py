@@ -38,22 +38,23 @@ class GrpcBackend:
         self.origin, self.ttl = fqdn(s.cluster_domain), s.dns_ttl
         self._channel = channel or grpc.aio.insecure_channel(s.flashdns_endpoint)
         self._stub = flashdns_pb2_grpc.DNSServiceStub(self._channel)
-        self._ids: dict[str, dict[Record, str]] = {}
-        """owner → record → FlashDNS id: what we know the server holds."""
+        self._ids: dict[str, dict[Record, str]] | None = None
+        """owner → record → FlashDNS id: what we know the server holds (None: not listed yet)."""
         self._static = {ZONE_OWNER: version_records(self.origin)}
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
-        """Learn what the server already holds (so nothing is created twice) and write the zone's own."""
-        async with self._lock:
-            self._ids = await self._list()
-        await self.replace(ZONE_OWNER, self._static[ZONE_OWNER])
+        """Nothing to do yet: the first write lists what the server holds (so nothing is created
+        twice), and the leader's first resync writes the zone's own records. A FlashDNS that is down
+        at start-up is an error of those reconciles, retried with backoff, not a crash."""
 
     async def stop(self) -> None:
         await self._channel.close()
 
     async def replace(self, owner: str, records: RecordSet) -> None:
         async with self._lock:
+            if self._ids is None:
+                self._ids = await self._list()
             await self._apply(owner, records)
 
     async def resync(self, desired: dict[str, RecordSet]) -> int:
@@ -61,11 +62,12 @@ class GrpcBackend:
             self._ids = await self._list()
             want = {**desired, **self._static}
             changed = 0
-            for owner in sorted(want.keys() | self._ids.keys()):
+            for owner in sorted(want.keys() | set(self._ids)):
                 changed += await self._apply(owner, want.get(owner, frozenset()))
             return changed
 
     async def _apply(self, owner: str, records: RecordSet) -> int:
+        assert self._ids is not None
         have = self._ids.setdefault(owner, {})
         missing = sorted(records - have.keys())
         extra = [(rec, rid) for rec, rid in have.items() if rec not in records]

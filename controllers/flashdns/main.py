@@ -55,6 +55,10 @@ async def setup(ctx: AppContext) -> None:
     backend = make_backend(s)
     rec = DnsReconciler(services.store, slices.store, pods.store, backend, s.cluster_domain)
     if isinstance(backend, EmbeddedBackend):
+        try:
+            backend.bind()
+        except OSError as e:
+            raise SystemExit(f"flashdns-controller: cannot listen on {s.dns_address}: {e}") from e
         svc_ctrl = Controller(
             "flashdns-services", rec.service, workers=ctx.settings.workers, metrics=ctx.metrics
         )

@@ -59,6 +59,7 @@ class DnsServer:
         self._cache: dict[bytes, bytes] = {}
         self._cache_size = cache_size
         self._udp: socket.socket | None = None
+        self._tcp_sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._tcp: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -69,18 +70,21 @@ class DnsServer:
     def _drop_cache(self) -> None:
         self._cache = {}
 
-    async def start(self, address: str) -> int:
-        """Bind UDP and TCP on `address` (port 0: a free port, the same for both); returns the port."""
+    def bind(self, address: str) -> int:
+        """Bind UDP and TCP on `address` (port 0: a free port, the same for both); returns the port.
+
+        Until `start`, queries wait in the kernel (the UDP buffer, the TCP backlog) rather than being
+        refused, and a taken address fails here, at start-up, with a clear error."""
         host, port = split_host_port(address)
-        self._loop = asyncio.get_running_loop()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         for _ in range(20):  # port 0: the UDP port picked may be taken for TCP; try another
             udp = socket.socket(family, socket.SOCK_DGRAM)
-            udp.bind((host, port))
             tcp = socket.socket(family, socket.SOCK_STREAM)
-            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
+                udp.bind((host, port))
+                tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 tcp.bind((host, udp.getsockname()[1]))
+                tcp.listen(128)
                 break
             except OSError:
                 udp.close()
@@ -91,11 +95,21 @@ class DnsServer:
             raise OSError(f"no port free for both UDP and TCP on {host}")
         self.port = udp.getsockname()[1]
         udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self._udp = udp
-        self._tcp = await asyncio.start_server(self._tcp_client, sock=tcp)
+        self._udp, self._tcp_sock = udp, tcp
+        return self.port
+
+    async def start(self, address: str | None = None) -> int:
+        """Serve (binding `address` first unless `bind` was called); returns the port."""
+        if self._udp is None:
+            if address is None:
+                raise ValueError("start() needs an address unless bind() was called")
+            self.bind(address)
+        assert self._tcp_sock is not None
+        self._loop = asyncio.get_running_loop()
+        self._tcp = await asyncio.start_server(self._tcp_client, sock=self._tcp_sock)
         self._thread = threading.Thread(target=self._udp_loop, name="flashdns-udp", daemon=True)
         self._thread.start()
-        log.info("DNS server for %s on %s port %d (udp+tcp)", self.zone.origin, host, self.port)
+        log.info("DNS server for %s on port %d (udp+tcp)", self.zone.origin, self.port)
         return self.port
 
     async def stop(self) -> None:

@@ -152,3 +152,20 @@ async def set_endpoint(c: KubeClient, slice_name: str, ip: str) -> None:
     sl = await c.get(ENDPOINT_SLICES, "default", slice_name)
     sl["endpoints"] = [{"addresses": [ip], "conditions": {"ready": True}}]
     await c.replace(ENDPOINT_SLICES, sl)
+
+
+def test_a_taken_dns_address_is_a_clear_start_up_error(kube_api: Any) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "controllers.flashdns.main", "--kubeconfig", str(kube_api.kubeconfig),
+             "--leader-elect=false", "--metrics-address", "off", "--dns-address", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "Traceback" not in proc.stderr
