@@ -23,7 +23,7 @@ from nodeenv.kubeapi.defaults import apply_defaults
 from nodeenv.kubeapi.errors import STALE, BadRequest, Forbidden, NotFound, already_exists, conflict, not_found
 from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.objects import Obj, now_rfc3339, prepare_create, prepare_update
-from nodeenv.kubeapi.paging import Page, paginate
+from nodeenv.kubeapi.paging import Page, Snapshots, paginate
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.services import ServiceAllocator
 from nodeenv.kubeapi.store import Store
@@ -44,6 +44,7 @@ class DeleteOptions:
 class Resources:
     def __init__(self, store: Store, registry: Registry, service_cidr: str = "10.96.0.0/16") -> None:
         self.store, self.registry = store, registry
+        self.snapshots = Snapshots()
         self.namespaces = self._kind("", "v1", "namespaces")
         self.services = ServiceAllocator(self._kind("", "v1", "services"), service_cidr)
 
@@ -76,7 +77,7 @@ class Resources:
     def list_page(
         self, kind: Kind, namespace: str | None, selector: Selector, limit: int = 0, token: str | None = None
     ) -> Page:
-        return paginate(self.store, kind, namespace, selector, limit, token)
+        return paginate(self.store, self.snapshots, kind, namespace, selector, limit, token)
 
     # writes
     def create(self, kind: Kind, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:

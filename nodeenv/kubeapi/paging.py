@@ -4,8 +4,9 @@ The token is base64url(JSON {"v": "meta.k8s.io/v1", "rv": <list rv>, "start": "<
 k8s.io/apiserver/pkg/storage encodes it; every page reports the first page's resourceVersion, and a
 token whose resourceVersion was compacted gets 410 Expired. `remainingItemCount` is set when no
 selector is used, as etcd can count only then.
-Simplified: later pages are read from the current state after the token's key, not from a
-snapshot at the token's resourceVersion (objects changed meanwhile show their new state).
+Later pages come from the first page's state (the last 32 paginated lists are kept, sharing the
+stored objects), as etcd serves them at the token's revision. Simplified: a token whose list was
+evicted from that cache is served from the current state after its key.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from nodeenv.kubeapi.errors import BadRequest, Expired
@@ -57,18 +59,45 @@ def decode_token(token: str) -> tuple[int, str]:
         raise BadRequest(f"continue key is not valid: {e}") from e
 
 
+class Snapshots:
+    """The sorted result of recent paginated lists, so later pages come from the first page's state
+    (etcd reads them at the token's revision). Objects are shared, never copied (they are immutable)."""
+
+    def __init__(self, keep: int = 32) -> None:
+        self._keep = keep
+        self._lists: OrderedDict[tuple[str, str | None, Selector, int], list[Obj]] = OrderedDict()
+
+    def put(self, key: tuple[str, str | None, Selector, int], items: list[Obj]) -> None:
+        self._lists[key] = items
+        self._lists.move_to_end(key)
+        while len(self._lists) > self._keep:
+            self._lists.popitem(last=False)
+
+    def get(self, key: tuple[str, str | None, Selector, int]) -> list[Obj] | None:
+        return self._lists.get(key)
+
+
 def paginate(
-    store: Store, kind: Kind, namespace: str | None, sel: Selector, limit: int, token: str | None
+    store: Store,
+    snapshots: Snapshots,
+    kind: Kind,
+    namespace: str | None,
+    sel: Selector,
+    limit: int,
+    token: str | None,
 ) -> Page:
     rv = store.rv
-    items = store.list(kind, namespace, sel)
     if token:
         rv, start = decode_token(token)
         if rv < store.floor:
             raise Expired(TOO_OLD)
+        items = snapshots.get((kind.key, namespace, sel, rv)) or store.list(kind, namespace, sel)
         items = [o for o in items if _key(o) >= start]
+    else:
+        items = store.list(kind, namespace, sel)
     if limit <= 0 or len(items) <= limit:
         return Page(items, str(rv))
+    snapshots.put((kind.key, namespace, sel, rv), items)
     page, rest = items[:limit], len(items) - limit
     nxt = encode_token(rv, _key(page[-1]) + "\x00")
     return Page(page, str(rv), nxt, rest if sel.everything else None)

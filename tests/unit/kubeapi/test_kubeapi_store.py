@@ -188,3 +188,14 @@ def test_create_drops_status_of_pods_and_services_and_defaults_them(res: Resourc
     assert svc["status"] == {"loadBalancer": {}}
     secret = res.create(kind("secrets"), "default", {"metadata": {"name": "x"}})
     assert secret["type"] == "Opaque"
+
+
+def test_later_pages_come_from_the_first_pages_state(res: Resources) -> None:
+    for i in range(4):
+        res.create(CM, "default", cm(f"c{i}"))
+    first = res.list_page(CM, "default", Selector(), limit=2)
+    res.delete(CM, "default", "c3", DeleteOptions())
+    res.create(CM, "default", cm("c2a"))
+    rest = res.list_page(CM, "default", Selector(), limit=10, token=first.continue_token)
+    assert [o["metadata"]["name"] for o in rest.items] == ["c2", "c3"]  # as of the first page
+    assert rest.resource_version == first.resource_version
