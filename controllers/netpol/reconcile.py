@@ -75,12 +75,14 @@ class NetpolReconciler:
     async def reconcile(self, key: str) -> None:
         started = time.monotonic()
         parsed, invalid = self._policies()
-        ports, previous = await asyncio.to_thread(lambda: (self.nb.ports(), self.nb.previous()))
-        desired, skipped = translate(
-            parsed, self._members(ports), self._namespace_labels(),
-            [ip for p in ports if p.management for ip in p.ips],
-            invalid=invalid, previous=previous, prio=self.priorities,
-        )  # fmt: skip
+        ports = await asyncio.to_thread(self.nb.ports)
+        members, labels = self._members(ports), self._namespace_labels()
+        nodes = [ip for p in ports if p.management for ip in p.ips]
+        desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, prio=self.priorities)
+        if skipped:  # what OVN holds of the skipped policies keeps their pods isolated
+            previous = await asyncio.to_thread(self.nb.previous)
+            desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, previous=previous,
+                                         prio=self.priorities)  # fmt: skip
         await self._report(skipped)
         self.last = await asyncio.to_thread(self.nb.apply, desired, set(skipped))
         if self.metrics is not None:

@@ -121,8 +121,11 @@ class _World:
 
     def __init__(self, members: Sequence[Member], namespaces: Mapping[str, Mapping[str, str]]) -> None:
         self.by_ns: dict[str, list[Member]] = defaultdict(list)
+        self.v4: dict[str, list[str]] = {}
+        """Each member's IPv4 addresses by logical port, parsed once (not once per rule)."""
         for m in members:
             self.by_ns[m.namespace].append(m)
+            self.v4[m.lsp] = _v4(m.ips)
         self.ns_labels = {n: {NAME_LABEL: n, **labels} for n, labels in namespaces.items()}
 
     def selected(self, p: NetworkPolicy) -> list[Member]:
@@ -220,7 +223,7 @@ def _rule(
     terms: list[str] = []
     pod_peers = [m for peer in rule.peers for m in world.peers(p.namespace, peer)]
     if any(peer.ip_block is None for peer in rule.peers):
-        sets[tag] = {ip for m in pod_peers for ip in _v4(m.ips)}
+        sets[tag] = {ip for m in pod_peers for ip in world.v4[m.lsp]}
         terms.append(f"ip4.{side} == ${tag}")
     terms += [_block(peer, side) for peer in rule.peers if peer.ip_block is not None]
     # A named port is resolved on the destination: the selected pods (ingress) or the peers.
@@ -234,7 +237,7 @@ def _rule(
         if not any(cp.name == spec.port and cp.protocol == spec.protocol for m in scope for cp in m.ports):
             where = f"in namespace {p.namespace}" if d == "Ingress" else "in the cluster"
             raise UnknownNamedPort(f"no pod {where} declares {spec.protocol} port {spec.port!r}")
-        for number, ips in sorted(_resolve(spec, targets).items()):
+        for number, ips in sorted(_resolve(world, spec, targets).items()):
             name = f"{tag}_p{j}_{number}"
             sets[name] = ips
             port_terms.append(f"(ip4.dst == ${name} && {spec.protocol.lower()}.dst == {number})")
@@ -246,12 +249,12 @@ def _rule(
     return match, sets
 
 
-def _resolve(spec: PortSpec, targets: Sequence[Member]) -> dict[int, set[str]]:
+def _resolve(world: _World, spec: PortSpec, targets: Sequence[Member]) -> dict[int, set[str]]:
     out: dict[int, set[str]] = defaultdict(set)
     for m in targets:
         for cp in m.ports:
             if cp.name == spec.port and cp.protocol == spec.protocol and cp.container_port:
-                out[cp.container_port].update(_v4(m.ips))
+                out[cp.container_port].update(world.v4[m.lsp])
     return out
 
 

@@ -1,7 +1,7 @@
 """Pods in netns through the real PrismNET agent on the session's OVN node, with echo servers.
 
 The CNI tests' session-scoped agent is reused when it runs (one agent per node); otherwise
-this module starts its own and stops it at the end of the module.
+this starts its own for the session.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _agent_running(node: Node) -> bool:
         return s.connect_ex(path) == 0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cni_agent(ovn_node: Node) -> Iterator[Agent]:
     if _agent_running(ovn_node):
         env = {k: v for k, v in ovn_node.endpoints.items() if k.startswith("PRISMNET_")}

@@ -37,7 +37,8 @@ def test_tenancy_scenario(cni_agent: Agent, kube_api: Any) -> None:
         finally:
             errors = scn.run_cleanups()
         print(scn.table())
-        assert all(r.ok for r in scn.results) and errors == [], (scn.table(), errors)
+        logs = {d: node.path(d, f"{d}.log").read_text()[-3000:] for d in DAEMONS[1:]}
+        assert all(r.ok for r in scn.results) and errors == [], (scn.table(), errors, logs)
     finally:
         for rec in node.daemons.load():
             if rec.name in DAEMONS:
