@@ -96,8 +96,12 @@ async def test_policy_lifecycle_invalid_update_and_restart(
         await api.replace(NETWORK_POLICIES, {**current, "spec": {**current["spec"], "ingress": bad}})
 
         def invalid() -> list[str]:
-            return [e.get("note") or e.get("message", "") for e in kube_api.objects("events.events.k8s.io", "np-a")
-                    if e.get("reason") == "InvalidNetworkPolicy"]  # fmt: skip
+            events = kube_api.objects("events.events.k8s.io", "np-a")
+            return [
+                e.get("note") or e.get("message", "")
+                for e in events
+                if e.get("reason") == "InvalidNetworkPolicy"
+            ]
 
         await eventually(invalid, what="an InvalidNetworkPolicy Event")
         assert "not a CIDR" in invalid()[0]

@@ -88,7 +88,11 @@ async def test_project_namespace_lifecycle(kube_api: Any, admin: KubeClient, con
     assert kube_api.get("roles", NS, "project-viewer")["rules"][0]["verbs"] == ["get"]  # untouched
 
     def not_owned() -> list[str]:  # an Event about the Namespace (cluster-scoped: in "default")
-        return [e.get("note") or e.get("message", "") for e in kube_api.objects("events.events.k8s.io") if e.get("reason") == "NotOwned"]
+        return [
+            e.get("note") or e.get("message", "")
+            for e in kube_api.objects("events.events.k8s.io")
+            if e.get("reason") == "NotOwned"
+        ]
 
     await eventually(not_owned, what="a NotOwned Event")
     assert "project-viewer" in not_owned()[0]
