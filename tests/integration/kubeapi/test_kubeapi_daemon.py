@@ -15,6 +15,8 @@ from pathlib import Path
 from nodeenv.daemons import is_alive
 from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.node import Node, NodeSettings, read_env_file
+from nodeenv.scenario import Scenario
+from nodeenv.scenarios import kubeapi as kubeapi_scenario
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl_bin
 
 
@@ -68,6 +70,12 @@ def test_node_component_writes_kubeconfig_to_node_env(short_tmp: Path) -> None:
         assert out.returncode == 0 and "10.96.0.1" in out.stdout, out.stderr
         records = node.daemons.load()
         assert [r.name for r in records] == ["kubeapi"] and is_alive(records[0])
+        scn = Scenario(node)
+        try:
+            kubeapi_scenario.run(scn)
+        finally:
+            assert scn.run_cleanups() == []
+        assert all(r.ok for r in scn.results) and len(scn.results) == 4, scn.table()
     finally:
         node.down()
     assert not is_alive(records[0]) and not settings.run_dir.exists()
