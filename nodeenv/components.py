@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from nodeenv.cni_component import CniComponent
 from nodeenv.csi_component import CsiComponent
+from nodeenv.fiberlb_component import FiberlbComponent
 from nodeenv.flashdns_component import FlashDnsComponent
 from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.node import Component, NodeSettings
@@ -18,4 +19,5 @@ def default_components(settings: NodeSettings) -> list[Component]:
     components.append(WebhookComponent())
     components.append(CsiComponent())
     components.append(FlashDnsComponent())  # the cluster DNS the CNI names (10.96.0.10)
+    components.append(FiberlbComponent())  # after the CNI: routes to the VIPs via its management port
     return components

@@ -1,5 +1,5 @@
 """Sandbox scenario parts, run in this order by `make sandbox`. Each module has run(Scenario)."""
 
-from nodeenv.scenarios import cni, csi, flashdns, kubeapi, ovn_alive, webhook
+from nodeenv.scenarios import cni, csi, fiberlb, flashdns, kubeapi, ovn_alive, webhook
 
-SCENARIOS = (ovn_alive, kubeapi, webhook, cni, csi, flashdns)
+SCENARIOS = (ovn_alive, kubeapi, webhook, cni, csi, flashdns, fiberlb)
