@@ -4,9 +4,10 @@ Faithful: type defaults to ClusterIP; sessionAffinity None; ports' protocol TCP 
 port; ipFamilies [IPv4] / ipFamilyPolicy SingleStack; clusterIP allocated from the service CIDR (a
 requested one honoured, 422 when in use or out of range; `None` = headless; none for ExternalName);
 clusterIPs mirrors clusterIP; nodePorts allocated for NodePort/LoadBalancer (unless
-allocateLoadBalancerNodePorts=false), honoured when requested, released when the type goes back to
-ClusterIP; externalTrafficPolicy Cluster and internalTrafficPolicy Cluster; status on create is
-replaced by {loadBalancer: {}} (only /status writes it).
+allocateLoadBalancerNodePorts=false), honoured when requested, dropped and released when the type
+goes back to ClusterIP (422 when a new one is asked for a ClusterIP Service); externalTrafficPolicy
+and internalTrafficPolicy Cluster; status on create is replaced by {loadBalancer: {}} (only /status
+writes it).
 Simplified: IPv4 single-stack only; healthCheckNodePort is not allocated.
 """
 
@@ -174,7 +175,10 @@ class ServiceAllocator:
         for i, p in enumerate(spec.get("ports") or []):
             previous = old.get((p.get("port"), p.get("protocol")))
             asked = p.get("nodePort")
-            if not wants and not asked:
+            if not wants and asked and asked != previous:
+                why = f"Forbidden: may not be used when `type` is '{spec['type']}'"
+                raise self._bad(obj, f"spec.ports[{i}].nodePort", why, "FieldValueForbidden")
+            if not wants:  # a type change drops the nodePorts it allocated (dropTypeDependentFields)
                 p.pop("nodePort", None)
                 continue
             if asked and asked == previous:

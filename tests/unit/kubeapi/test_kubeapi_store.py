@@ -199,3 +199,22 @@ def test_later_pages_come_from_the_first_pages_state(res: Resources) -> None:
     rest = res.list_page(CM, "default", Selector(), limit=10, token=first.continue_token)
     assert [o["metadata"]["name"] for o in rest.items] == ["c2", "c3"]  # as of the first page
     assert rest.resource_version == first.resource_version
+
+
+def test_type_change_back_to_cluster_ip_releases_node_ports(res: Resources) -> None:
+    body = {
+        "metadata": {"name": "np"},
+        "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]},
+    }
+    svc = res.create(SVC, "default", body)
+    res.update(SVC, "default", "np", {**svc, "spec": {**svc["spec"], "type": "ClusterIP"}})
+    assert "nodePort" not in res.get(SVC, "default", "np")["spec"]["ports"][0]
+    again = {
+        "metadata": {"name": "np2"},
+        "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]},
+    }
+    assert res.create(SVC, "default", again)["spec"]["ports"][0]["nodePort"] == 30080  # released
+    with pytest.raises(Invalid, match="may not be used when `type` is 'ClusterIP'"):
+        res.create(
+            SVC, "default", {"metadata": {"name": "x"}, "spec": {"ports": [{"port": 80, "nodePort": 30081}]}}
+        )
