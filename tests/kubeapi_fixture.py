@@ -8,6 +8,7 @@ on its own event loop in a background thread, so both sync tests (kubectl) and a
         kube_api.kubeconfig_for("system:serviceaccount:kube-system:fiberlb-controller")
         kube_api.requests                 # RequestRecord(user, verb, group, version, resource,
                                           #   subresource, namespace, name, status, path, query)
+        kube_api.not_allowed_by(user, rules)  # that user's requests the RBAC rules would refuse
         kube_api.compact()                # older resourceVersions now get 410 Expired
         kube_api.drop_watches()           # server closes every open watch stream
         kube_api.set_fault(verb="update", resource="services", code=409, times=1)
@@ -31,6 +32,7 @@ import pytest
 
 from nodeenv.kubeapi.auth import RequestRecord
 from nodeenv.kubeapi.kinds import Kind
+from nodeenv.kubeapi.rbac import not_covered
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.server import ThreadedKubeApi
 from nodeenv.kubeapi.state import ApiConfig, Fault
@@ -64,6 +66,10 @@ class KubeApiHandle:
 
     def requests_by(self, user: str) -> list[RequestRecord]:
         return [r for r in self.requests if r.user == user]
+
+    def not_allowed_by(self, user: str, rules: list[dict[str, Any]]) -> list[RequestRecord]:
+        """`user`'s recorded requests that the given RBAC rules (e.g. from a manifest) would refuse."""
+        return not_covered(rules, self.requests_by(user))
 
     def compact(self) -> int:
         return self._t.call(self.state.store.compact)

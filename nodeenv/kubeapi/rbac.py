@@ -13,10 +13,10 @@ create SelfSubjectReviews and SelfSubjectAccessReviews (the default `system:basi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from nodeenv.kubeapi.auth import User
+from nodeenv.kubeapi.auth import RequestRecord, User
 from nodeenv.kubeapi.errors import Forbidden
 from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.routing import RequestInfo
@@ -104,3 +104,16 @@ class Authorizer:
             f'in API group "{info.group}" {where}',
             details,
         )
+
+
+def not_covered(rules: Iterable[Obj], records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """The recorded resource requests that none of `rules` (RBAC PolicyRules) allows: a manifest's
+    Role/ClusterRole rules checked against what a controller actually did."""
+    rules = list(rules)
+    out = []
+    for r in records:
+        info = RequestInfo(verb=r.verb, group=r.group, version=r.version, resource=r.resource,
+                           subresource=r.subresource, namespace=r.namespace, name=r.name)  # fmt: skip
+        if not any(rule_allows(rule, info) for rule in rules):
+            out.append(r)
+    return out

@@ -85,3 +85,11 @@ def test_auth_can_i_and_whoami(granted: KubeApiHandle) -> None:
     assert kubectl(granted, "auth", "can-i", "delete", "nodes").strip() == "yes"  # system:masters
     who = as_user(granted, "auth", "whoami")
     assert USER in who.stdout and "system:serviceaccounts:kube-system" in who.stdout
+
+
+def test_recorded_requests_checked_against_manifest_rules(granted: KubeApiHandle) -> None:
+    as_user(granted, "get", "svc", "-n", "default")
+    as_user(granted, "get", "leases", "-A")
+    rules = [{"apiGroups": [""], "resources": ["services"], "verbs": ["list"]}]
+    refused = granted.not_allowed_by(USER, rules)
+    assert [(r.verb, r.group, r.resource) for r in refused] == [("list", "coordination.k8s.io", "leases")]
