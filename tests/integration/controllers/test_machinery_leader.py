@@ -101,6 +101,8 @@ async def test_only_the_leader_reconciles_and_sigterm_hands_over(kube_api: Any) 
         assert controller_writes == ["a"] * 5, "the follower made no write"
         assert "b" not in writes_by(kube_api, "leases"), "the follower never wrote the held Lease"
 
+        while_following = [r for r in kube_api.requests if r.user == USER.format("b") and r.verb in WRITES]
+        assert while_following == [], "the follower wrote nothing at all (no object, Event or Lease)"
         assert await a.terminate() == 0  # what SIGTERM does in main()
         lease = await client.get(LEASES, "kube-system", "machinery-demo")
         assert lease["spec"].get("holderIdentity") in (None, "", "b"), "released on the way out"
