@@ -3,11 +3,12 @@
 Each record is one FlashDNS record in the cluster zone (PTRs in `in-addr.arpa` / `ip6.arpa`),
 named relative to its zone, labelled with its owner (`k8s.owner`, `k8s.namespace`,
 `k8s.service` or `k8s.pod`) and `managed-by: flashdns-controller`. The backend keeps the ids of
-what it wrote, per owner. `replace` creates what is missing before it deletes what is extra, so a
-name that stays never has no record. `start` and every `resync` list everything we manage
-(ListRecords, paged) and diff it against what the caches want: missing records are created,
-changed, duplicated or orphaned ones deleted; what matches is left alone (a restart deletes
-nothing that should stay).
+what it wrote, per owner. `replace` changes a record of the same name and type in place
+(UpdateRecord: the value switches atomically) and creates what is still missing before it deletes
+what is extra, so a name that stays never has no record. The first write and every `resync` list
+everything we manage (ListRecords, paged) and diff it against what the caches want: missing
+records are created, changed ones updated, duplicated or orphaned ones deleted; what matches is
+left alone (a restart deletes nothing that should stay).
 """
 
 from __future__ import annotations
@@ -69,16 +70,22 @@ class GrpcBackend:
     async def _apply(self, owner: str, records: RecordSet) -> int:
         assert self._ids is not None
         have = self._ids.setdefault(owner, {})
-        missing = sorted(records - have.keys())
-        extra = [(rec, rid) for rec, rid in have.items() if rec not in records]
-        for rec in missing:  # first: the name never goes empty
+        changed, missing, extra = _pair(
+            sorted(records - have.keys()), sorted(r for r in have if r not in records)
+        )
+        for old, new in changed:  # one record of a name and type changes value: one atomic update
+            rid = have.pop(old)
+            await self._stub.UpdateRecord(
+                flashdns_pb2.UpdateRecordRequest(id=rid, value=new.value), timeout=RPC_TIMEOUT
+            )
+            have[new] = rid
+        for rec in missing:  # before any delete: the name never goes empty
             have[rec] = await self._create(owner, rec)
-        for rec, rid in extra:
-            await self._delete(rid)
-            del have[rec]
+        for rec in extra:
+            await self._delete(have.pop(rec))
         if not have:
             del self._ids[owner]
-        return len(missing) + len(extra)
+        return len(changed) + len(missing) + len(extra)
 
     def _split(self, name: str) -> tuple[str, str]:
         """Absolute name → (zone, name relative to it)."""
@@ -125,6 +132,24 @@ class GrpcBackend:
             await self._delete(r.id)  # a duplicate, an unowned or a changed-TTL record: drift
             return
         have[rec] = r.id
+
+
+def _pair(
+    missing: list[Record], extra: list[Record]
+) -> tuple[list[tuple[Record, Record]], list[Record], list[Record]]:
+    """(old, new) pairs of the same name and type (updated in place), then what is left to create
+    and to delete."""
+    olds: dict[tuple[str, str], list[Record]] = {}
+    for rec in extra:
+        olds.setdefault((rec.name, rec.type), []).append(rec)
+    pairs, create = [], []
+    for rec in missing:
+        same = olds.get((rec.name, rec.type))
+        if same:
+            pairs.append((same.pop(0), rec))
+        else:
+            create.append(rec)
+    return pairs, create, [r for rest in olds.values() for r in rest]
 
 
 def _labels(owner: str) -> dict[str, str]:

@@ -58,7 +58,7 @@ async def test_records_land_in_their_zones_with_owner_labels(backend: GrpcBacken
     assert a.ttl == 30
 
 
-async def test_change_creates_before_it_deletes_and_removal_is_exact(
+async def test_changes_update_in_place_create_before_delete_and_removal_is_exact(
     backend: GrpcBackend, fake: FakeServer
 ) -> None:
     await backend.replace(OWNER, WEB_RECORDS)
@@ -68,8 +68,18 @@ async def test_change_creates_before_it_deletes_and_removal_is_exact(
     fake.service.calls.clear()
     changed = (WEB_RECORDS - {Record(WEB, "A", "10.96.0.100")}) | {Record(WEB, "A", "10.96.0.101")}
     await backend.replace(OWNER, changed)
-    assert fake.service.calls == ["CreateRecord", "DeleteRecord"]
+    assert fake.service.calls == ["UpdateRecord"], "one value changed: one atomic update"
     assert {r.value for r in fake.service.find(type="A", name="web.default.svc")} == {"10.96.0.101"}
+    srv = f"_http._tcp.{WEB}"
+    two = (changed - {Record(srv, "SRV", f"0 100 80 {WEB}")}) | {
+        Record(srv, "SRV", f"0 50 80 a.{WEB}"),
+        Record(srv, "SRV", f"0 50 80 b.{WEB}"),
+        Record(f"_dns._udp.{WEB}", "SRV", f"0 100 53 {WEB}"),
+    }
+    await backend.replace(OWNER, two)
+    assert fake.service.calls[1:] == ["UpdateRecord", "CreateRecord", "CreateRecord"]
+    await backend.replace(OWNER, changed)
+    assert fake.service.calls[4:] == ["UpdateRecord", "DeleteRecord", "DeleteRecord"]
     await backend.replace(OWNER, frozenset())
     assert not [r for r in fake.service.records.values() if r.labels.get("k8s.owner") == OWNER]
     assert fake.service.find(name="10-244-0-5.pod")
@@ -86,7 +96,8 @@ async def test_resync_repairs_drift(backend: GrpcBackend, fake: FakeServer) -> N
     )
     foreign = svc.add_direct(zone="cluster.local", name="mine", type="A", value="192.0.2.1", ttl=60)
     changed = await backend.resync({OWNER: WEB_RECORDS})
-    assert changed == 5  # PTR created, A created + wrong A deleted, orphan deleted; the zone's TXT written
+    assert changed == 4  # PTR created, the changed A updated back, orphan deleted; the zone's TXT written
+    assert "UpdateRecord" in svc.calls
     assert svc.presentation() == {
         ("cluster.local", "dns-version", "TXT", '"1.1.0"'),
         ("cluster.local", "web.default.svc", "A", "10.96.0.100"),
