@@ -136,30 +136,37 @@ class EventRecorder:
     async def _create(self, key: tuple[str, ...], ref: KubeObject, type_: EventType, reason: str,
                       action: str, note: str, related: KubeObject | None, now: float) -> None:  # fmt: skip
         namespace = ref.get("namespace") or "default"
+        name = f"{ref.get('name', 'unknown')}.{time.time_ns():x}"
         event: KubeObject = {
             "apiVersion": EVENTS.api_version, "kind": "Event",
-            "metadata": {"name": f"{ref.get('name', 'unknown')}.{time.time_ns():x}", "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "eventTime": micro_time(now), "reportingController": self.controller,
             "reportingInstance": self.instance, "action": action, "reason": reason, "note": note,
             "type": type_, "regarding": ref,
         }  # fmt: skip
         if related is not None:
             event["related"] = object_reference(related)
+        # Registered before the create, so repeats while it is in flight join this series.
+        series = self._replace_series(key, _Series(namespace, name, last_seen=now, last_write=now))
         try:
-            created = await self.client.create(EVENTS, event, namespace)
+            await self.client.create(EVENTS, event, namespace)
         except (ApiException, OSError, TimeoutError) as e:
             self._dropped.labels("api_error").inc()
             log.warning("cannot record event %s on %s: %s", reason, ref.get("name"), e)
-            return
-        name = str(created.get("metadata", {}).get("name", event["metadata"]["name"]))
+            if self._series.get(key) is series:
+                self._replace_series(key, None)
+
+    def _replace_series(self, key: tuple[str, ...], series: _Series | None) -> _Series | None:
         old = self._series.pop(key, None)
         if old is not None and old.flush is not None:
             old.flush.cancel()
-        self._series[key] = _Series(namespace, name, last_seen=now, last_write=now)
+        if series is not None:
+            self._series[key] = series
         while len(self._series) > self._max:
             _, evicted = self._series.popitem(last=False)
             if evicted.flush is not None:
                 evicted.flush.cancel()
+        return series
 
     def _schedule_flush(self, series: _Series) -> None:
         if series.flush is not None:

@@ -89,8 +89,10 @@ async def test_events_are_recorded_and_repeats_aggregate(kube_api: Any) -> None:
         events = EventRecorder(
             client, controller="plasmacloud.io/mirror", instance="mirror-0", flush_interval=0.1
         )
-        for _ in range(10):
-            await events.record(cm, "Warning", "PoolExhausted", "Allocate", "no free IP in 192.0.2.0/30")
+        exhausted = ("Warning", "PoolExhausted", "Allocate", "no free IP in 192.0.2.0/30")
+        await asyncio.gather(*(events.record(cm, *exhausted) for _ in range(5)))  # workers at once
+        for _ in range(5):
+            await events.record(cm, *exhausted)
         await events.record(cm, "Normal", "Allocated", "Allocate", "192.0.2.1")
         await asyncio.sleep(0.3)
         await events.flush()
