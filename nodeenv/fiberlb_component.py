@@ -60,8 +60,8 @@ class FiberlbComponent:
         wait_for(lambda: _ready(port), "fiberlb-controller /readyz", timeout=30, proc=proc)
         routes = [*pool_prefixes(self.pool), e.get("KUBE_SERVICE_CIDR", DEFAULT_SERVICE_CIDR)]
         mgmt = CniComponent().settings(node).management_if
-        node.path("fiberlb", "routes.json").write_text(json.dumps({"interface": mgmt, "routes": routes}))
-        ensure_host_routes(routes, mgmt)
+        added = ensure_host_routes(routes, mgmt)
+        node.path("fiberlb", "routes.json").write_text(json.dumps({"interface": mgmt, "routes": added}))
         return {"EXTERNAL_IP_POOL": self.pool, "FIBERLB_METRICS": f"http://127.0.0.1:{port}/metrics"}
 
     def cleanup(self, node: Node) -> None:

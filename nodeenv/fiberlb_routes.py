@@ -17,11 +17,15 @@ from controllers.fiberlb.ippool import parse_pools
 
 
 def pool_prefixes(pools: str) -> list[str]:
-    """The CIDRs covering `--external-ip-pool` (ranges are summarised)."""
+    """The CIDRs covering `--external-ip-pool`: each CIDR as written, each range summarised."""
     out: list[str] = []
-    for r in parse_pools(pools):
-        lo, hi = ipaddress.IPv4Address(r.first), ipaddress.IPv4Address(r.last)
-        out += [str(n) for n in ipaddress.summarize_address_range(lo, hi)]
+    for item in (p.strip() for p in pools.split(",")):
+        if "/" in item:
+            out.append(str(ipaddress.IPv4Network(item, strict=False)))
+        elif item:
+            (r,) = parse_pools(item)
+            lo, hi = ipaddress.IPv4Address(r.first), ipaddress.IPv4Address(r.last)
+            out += [str(n) for n in ipaddress.summarize_address_range(lo, hi)]
     return out
 
 
@@ -34,15 +38,23 @@ def _gateway(ipr: IPRoute, index: int) -> str:
 
 
 def ensure_host_routes(prefixes: Iterable[str], management_if: str) -> list[str]:
-    """Route each prefix via the cluster router on the management port; returns those added."""
+    """Route each prefix via the cluster router on the management port; returns those it added
+    (a route that was already there is someone else's to remove)."""
     added = []
     with IPRoute() as ipr:
         links = ipr.link_lookup(ifname=management_if)
         if not links:
             raise RuntimeError(f"no management port {management_if} (is prismnet-agent running?)")
         gw = _gateway(ipr, links[0])
+        have = {
+            f"{r.get_attr('RTA_DST')}/{r['dst_len']}"
+            for r in ipr.get_routes(family=socket.AF_INET, oif=links[0])
+            if r.get_attr("RTA_DST")
+        }
         for prefix in prefixes:
-            ipr.route("replace", dst=prefix, gateway=gw, oif=links[0])
+            if prefix in have:
+                continue
+            ipr.route("add", dst=prefix, gateway=gw, oif=links[0])
             added.append(prefix)
     return added
 
