@@ -119,3 +119,20 @@ def test_rows_are_diffs_found_again_by_a_new_connection(lb_agent: object, ovn_ba
         assert again.rows("lbt/web")["tcp"]["health_checks"] == {}
     finally:
         again.close()
+
+
+def test_health_checks_take_a_dead_backend_out(
+    lb_pods: Pods, servers: Servers, ovn_backend: OvnBackend
+) -> None:
+    backends = start_backends(lb_pods, servers, n=2)
+    _, _, result = lb_pods.add("lbt", pod="web-dead")  # a pod with nothing listening: RST
+    client, _, _ = lb_pods.add("lbc", pod="client")
+    every = [Backend(ip, 8080) for ip in [*backends.values(), pod_ip(result)]]
+    ovn_backend.apply(web(every))
+    assert "refused" in eventually(lambda: requests(client, VIP, 80, 30), lambda r: "refused" in r)
+    hc = HealthCheck(interval=1, timeout=1, retries=1)
+    ovn_backend.apply(web(every, LbOptions(health_check=hc)))
+    mappings = ovn_backend.rows("lbt/web")["tcp"]["ip_port_mappings"]
+    assert set(mappings) == {b.ip for b in every}
+    got = eventually(lambda: reached(client, VIP), lambda r: r == set(backends), timeout=20)
+    assert got == set(backends)  # only the live ones answer: the dead one is out of rotation
