@@ -7,8 +7,10 @@ from nodeenv.csi_component import CsiComponent
 from nodeenv.fiberlb_component import FiberlbComponent
 from nodeenv.flashdns_component import FlashDnsComponent
 from nodeenv.kubeapi_component import KubeApiComponent
+from nodeenv.netpol_component import NetpolComponent
 from nodeenv.node import Component, NodeSettings
 from nodeenv.ovn_stack import OvnStack
+from nodeenv.projects_component import ProjectsComponent
 from nodeenv.webhook_component import WebhookComponent
 
 
@@ -20,4 +22,6 @@ def default_components(settings: NodeSettings) -> list[Component]:
     components.append(CsiComponent())
     components.append(FlashDnsComponent())  # the cluster DNS the CNI names (10.96.0.10)
     components.append(FiberlbComponent())  # after the CNI: routes to the VIPs via its management port
+    components.append(ProjectsComponent())
+    components.append(NetpolComponent())  # writes ACLs into the NB the CNI's ports live in
     return components
