@@ -21,12 +21,14 @@ from dataclasses import dataclass
 
 from dnslib import DNSRecord  # type: ignore[import-untyped]
 
-from controllers.flashdns.answers import SERVFAIL, Answer, Answerer, header_error
+from controllers.flashdns.answers import REFUSED, SERVFAIL, Answer, Answerer, header_error
 from controllers.flashdns.forwarder import Forwarder
 from controllers.flashdns.zone import Zone
 
 log = logging.getLogger(__name__)
 TCP_IDLE = 10.0
+MAX_FORWARDS = 1000
+"""UDP queries being forwarded at once; beyond, REFUSED at once (CoreDNS forward's max_concurrent)."""
 
 
 @dataclass(slots=True)
@@ -51,13 +53,20 @@ def split_host_port(text: str, default_port: int = 53) -> tuple[str, int]:
 
 
 class DnsServer:
-    def __init__(self, zone: Zone, forwarder: Forwarder | None, *, cache_size: int = 50_000) -> None:
+    def __init__(
+        self,
+        zone: Zone,
+        forwarder: Forwarder | None,
+        *,
+        cache_size: int = 50_000,
+        max_forwards: int = MAX_FORWARDS,
+    ) -> None:
         self.zone, self.forwarder = zone, forwarder
         self.answerer = Answerer(zone, recursion=bool(forwarder and forwarder.upstreams))
         self.stats = ServerStats()
         self.port = 0
         self._cache: dict[bytes, bytes] = {}
-        self._cache_size = cache_size
+        self._cache_size, self._max_forwards = cache_size, max_forwards
         self._udp: socket.socket | None = None
         self._tcp_sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -124,10 +133,14 @@ class DnsServer:
         if self._tcp is not None:
             self._tcp.close()
             await self._tcp.wait_closed()
-        for task in list(self._tasks):
+        pending = list(self._tasks)
+        for task in pending:
             task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         if self._udp is not None:
             self._udp.close()
+        if self._tcp is None and self._tcp_sock is not None:
+            self._tcp_sock.close()  # bound, never served
 
     # ---- UDP: the hot path (its own thread) ----
     def _udp_loop(self) -> None:
@@ -170,6 +183,12 @@ class DnsServer:
             self._udp.sendto(ans.wire, addr)
 
     def _spawn_udp(self, data: bytes, addr: tuple[str, int], ans: Answer) -> None:
+        if len(self._tasks) >= self._max_forwards and self._udp is not None:  # a flood of foreign names
+            self.stats.forward_failures += 1
+            with contextlib.suppress(OSError):
+                self._udp.sendto(header_error(data, REFUSED), addr)
+            return
+
         async def reply() -> None:
             wire = await self._resolve(data, ans, tcp=False)
             if self._udp is not None:

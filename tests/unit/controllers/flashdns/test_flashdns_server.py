@@ -224,3 +224,22 @@ def test_silent_upstream_gives_servfail_not_silence() -> None:
             assert st.server.stats.forward_failures == 2
         finally:
             st.close()
+
+
+def test_forwarding_flood_is_refused_beyond_the_limit() -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as black_hole:
+        black_hole.bind(("127.0.0.1", 0))
+        silent = Upstream("127.0.0.1", black_hole.getsockname()[1])
+        st = ServerThread(DnsServer(Zone("cluster.local"), Forwarder([silent], timeout=1.0), max_forwards=2))
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as c:
+                c.settimeout(0.5)
+                for i in range(5):
+                    c.sendto(make_query(f"n{i}.example.org", qid=i).pack(), ("127.0.0.1", st.port))
+                refused = [DNSRecord.parse(c.recv(512)) for _ in range(3)]
+            assert sorted(r.header.id for r in refused) == [2, 3, 4]
+            assert all(r.header.rcode == 5 for r in refused)
+        finally:
+            st.close()
