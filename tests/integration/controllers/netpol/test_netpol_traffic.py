@@ -16,6 +16,7 @@ import pytest
 from controllers.netpol.ovn_apply import PolicyNorthbound
 from controllers.netpol.policy import NetworkPolicy, parse_policy
 from controllers.netpol.translate import translate
+from controllers.projects.template import ProjectTemplate, desired_objects
 from tests.integration.controllers.netpol.conftest import Cluster
 from tests.integration.controllers.netpol.traffic import reaches
 
@@ -168,3 +169,26 @@ def test_restart_rebuilds_as_a_diff_and_foreign_rows_stay(cluster: Cluster) -> N
     finally:
         subprocess.run([*nbctl, "--if-exists", "destroy", "Port_Group", "foreign_pg", "--",
                         "--if-exists", "destroy", "Address_Set", "foreign_as"], check=True)  # fmt: skip
+
+
+def test_project_default_policies_isolate_a_project(cluster: Cluster) -> None:
+    """The project controller's default-deny-except-DNS and allow-same-project, as OVN enforces them
+    (np-a plays kube-system's part: its web pod is the "DNS" on UDP 5353)."""
+    template = ProjectTemplate(dns_namespace="np-a", dns_port=5353)
+    ns = {"metadata": {"name": "np-b", "uid": "u", "labels": {"plasmacloud.io/project-id": "p-b"}}}
+    policies = [
+        parse_policy(o.body) for o in desired_objects(ns, template) if o.kind.plural == "networkpolicies"
+    ]
+    cluster.namespaces["np-b"] = {"team": "b", "plasmacloud.io/project-id": "p-b"}
+    try:
+        apply(cluster, *policies)
+        check(cluster, [
+            (B_FE, A_WEB, "udp", 5353, True),     # "DNS" in the DNS namespace
+            (B_FE, A_WEB, "tcp", 8080, False),    # anything else out of the project
+            (B_FE, B_DB, "tcp", 9000, True),      # same project
+            (A_FE, B_DB, "tcp", 9000, False),     # into the project from another
+            (None, B_DB, "tcp", 9000, True),      # the node
+        ])  # fmt: skip
+    finally:
+        cluster.namespaces["np-b"] = {"team": "b"}
+        apply(cluster)
