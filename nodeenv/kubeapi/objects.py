@@ -88,18 +88,23 @@ def _outside_meta_status(obj: Obj) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
+def _status_update(old: Obj, new: Obj) -> Obj:
+    """A /status write changes status only."""
+    stored = copy.deepcopy(old)
+    if "status" in new:
+        stored["status"] = new["status"]
+    else:
+        stored.pop("status", None)
+    return stored
+
+
 def prepare_update(kind: Kind, old: Obj, new: Obj, *, subresource: str = "") -> Obj:
     """The object to store for an update of `old` with body `new` (a fresh dict)."""
     new = copy.deepcopy(new)
     if not isinstance(new.get("metadata"), dict):
         raise BadRequest("Object 'metadata' is missing or not an object")
     if subresource == "status":
-        stored = copy.deepcopy(old)
-        if "status" in new:
-            stored["status"] = new["status"]
-        else:
-            stored.pop("status", None)
-        return stored
+        return _status_update(old, new)
     old_meta, meta = old["metadata"], new["metadata"]
     causes = []
     meta["creationTimestamp"] = old_meta.get("creationTimestamp")  # compared as instants by the real one

@@ -128,6 +128,14 @@ def _last_seen(o: Obj) -> str:
     return human_duration((dt.datetime.now(dt.UTC) - seen).total_seconds())
 
 
+def _selector(o: Obj) -> str:
+    sel = _get(o, "spec", "selector") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(sel.items())) or "<none>"
+
+
+_WIDE = ("IP", "Node", "Selector")
+
+
 def _str(*path: str, default: str = "") -> Callable[[Obj], str]:
     return lambda o: str(_get(o, *path) or default)
 
@@ -138,10 +146,13 @@ COLUMNS: dict[str, list[Column]] = {
     "Namespace": [_NAME, ("Status", "string", _str("status", "phase")), _AGE],
     "Pod": [_NAME, ("Ready", "string", _pod_ready),
             ("Status", "string", _str("status", "phase", default="Pending")),
-            ("Restarts", "string", _restarts), _AGE],
+            ("Restarts", "string", _restarts), _AGE,
+            ("IP", "string", _str("status", "podIP", default="<none>")),
+            ("Node", "string", _str("spec", "nodeName", default="<none>"))],
     "Service": [_NAME, ("Type", "string", _str("spec", "type")),
                 ("Cluster-IP", "string", _str("spec", "clusterIP", default="<none>")),
-                ("External-IP", "string", _external_ip), ("Port(s)", "string", _svc_ports), _AGE],
+                ("External-IP", "string", _external_ip), ("Port(s)", "string", _svc_ports), _AGE,
+                ("Selector", "string", _selector)],
     "Endpoints": [_NAME, ("Endpoints", "string", _endpoints), _AGE],
     "EndpointSlice": [_NAME, ("AddressType", "string", _str("addressType")),
                       ("Ports", "string", _slice_ports), ("Endpoints", "string", _slice_endpoints), _AGE],
@@ -187,8 +198,8 @@ def table(kind: Kind, items: list[Obj], rv: str, query: Mapping[str, str], cont:
                 "type": t,
                 "format": "name" if n == "Name" else "",
                 "description": n,
-                "priority": 1 if n == "Name" and i else 0,
-            }  # a trailing Name shows only with -o wide
+                "priority": 1 if n in _WIDE or (n == "Name" and i) else 0,
+            }  # these show only with -o wide
             for i, (n, t, _) in enumerate(cols)
         ],
         "rows": rows,
