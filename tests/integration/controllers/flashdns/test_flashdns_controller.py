@@ -111,7 +111,7 @@ async def test_endpoint_churn_is_debounced(kube_api: Any, tmp_path: Path) -> Non
                 await set_endpoint(c, "churn-a", f"10.244.9.{i}")
             await until_answer(run.port, "churn.default.svc.cluster.local", {"10.244.9.21"})
             await asyncio.sleep(1.2)
-            assert run.reconciles() - before <= 3, "20 slice updates in a burst must be a few reconciles"
+            assert run.reconciles() - before <= 5, "20 slice updates in a burst must be a few reconciles"
 
 
 async def test_no_nxdomain_while_records_are_replaced(kube_api: Any, tmp_path: Path) -> None:
