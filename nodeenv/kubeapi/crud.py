@@ -75,9 +75,15 @@ class Resources:
         return obj
 
     def list_page(
-        self, kind: Kind, namespace: str | None, selector: Selector, limit: int = 0, token: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None,
+        selector: Selector,
+        limit: int = 0,
+        token: str | None = None,
+        at: int | None = None,
     ) -> Page:
-        return paginate(self.store, self.snapshots, kind, namespace, selector, limit, token)
+        return paginate(self.store, self.snapshots, kind, namespace, selector, limit, token, at)
 
     # writes
     def create(self, kind: Kind, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:

@@ -80,6 +80,10 @@ class TooManyRequests(ApiError):
     code, reason = 429, "TooManyRequests"
 
 
+class Timeout(ApiError):
+    code, reason = 504, "Timeout"
+
+
 class InternalError(ApiError):
     code, reason = 500, "InternalError"
 

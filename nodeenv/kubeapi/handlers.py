@@ -18,6 +18,7 @@ from nodeenv.kubeapi import apply, reviews, tables, watchstream
 from nodeenv.kubeapi.audit import USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
+from nodeenv.kubeapi.paging import exact_rv
 from nodeenv.kubeapi.patches import APPLY, apply_patch
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.state import ApiState
@@ -57,8 +58,10 @@ async def get(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind)
 async def list_(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     q = request.query
     sel = selector(q, kind)
+    at = exact_rv(st.store, q.get("resourceVersion"), q.get("resourceVersionMatch"))
+    limit = int_param(q, "limit", 0) or 0
     page = st.resources.list_page(
-        st.views.storage(kind), info.namespace or None, sel, int_param(q, "limit", 0) or 0, q.get("continue")
+        st.views.storage(kind), info.namespace or None, sel, limit, q.get("continue"), at
     )
     items = [st.views.present(kind, o) for o in page.items] if st.views.converted(kind) else page.items
     if tables.wants_table(request.headers.get("Accept", "")):

@@ -4,9 +4,11 @@ The token is base64url(JSON {"v": "meta.k8s.io/v1", "rv": <list rv>, "start": "<
 k8s.io/apiserver/pkg/storage encodes it; every page reports the first page's resourceVersion, and a
 token whose resourceVersion was compacted gets 410 Expired. `remainingItemCount` is set when no
 selector is used, as etcd can count only then.
-Later pages come from the first page's state (the last 32 paginated lists are kept, sharing the
-stored objects), as etcd serves them at the token's revision. Simplified: a token whose list was
-evicted from that cache is served from the current state after its key.
+Later pages come from the first page's state, as etcd serves them at the token's revision: the last
+32 paginated lists are kept (sharing the stored objects), older tokens are served from the history
+(the current state with the newer events undone). `resourceVersionMatch=Exact` lists at that
+version the same way; a version newer than the server's is 504 `Too large resource version` at
+once (the real one first waits up to 3 s for its cache to catch up).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from nodeenv.kubeapi.errors import BadRequest, Expired
+from nodeenv.kubeapi.errors import BadRequest, Expired, Timeout
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.store import Obj, Store, namespace_of
@@ -77,6 +79,28 @@ class Snapshots:
         return self._lists.get(key)
 
 
+def exact_rv(store: Store, rv: str | None, match: str | None) -> int | None:
+    """The resourceVersion a list must be served at (Exact), None for the current state; the
+    apiserver's errors for a bad combination or a version the server has not reached."""
+    if match and not rv:
+        raise BadRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
+    if match not in (None, "", "Exact", "NotOlderThan"):
+        raise BadRequest(f'resourceVersionMatch: Unsupported value: "{match}"')
+    if not rv or rv == "0":
+        if match == "Exact":
+            raise BadRequest('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+        return None
+    try:
+        wanted = int(rv)
+    except ValueError as e:
+        raise BadRequest(f"invalid resource version: {rv}") from e
+    if wanted > store.rv:
+        cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+        details = {"causes": [cause], "retryAfterSeconds": 1}
+        raise Timeout(f"Too large resource version: {wanted}, current: {store.rv}", details)
+    return wanted if match == "Exact" else None
+
+
 def paginate(
     store: Store,
     snapshots: Snapshots,
@@ -85,16 +109,18 @@ def paginate(
     sel: Selector,
     limit: int,
     token: str | None,
+    at: int | None = None,
 ) -> Page:
-    rv = store.rv
     if token:
         rv, start = decode_token(token)
         if rv < store.floor:
             raise Expired(TOO_OLD)
-        items = snapshots.get((kind.key, namespace, sel, rv)) or store.list(kind, namespace, sel)
+        items = snapshots.get((kind.key, namespace, sel, rv)) or store.list_at(kind, namespace, sel, rv)
         items = [o for o in items if _key(o) >= start]
+    elif at is not None:
+        rv, items = at, store.list_at(kind, namespace, sel, at)
     else:
-        items = store.list(kind, namespace, sel)
+        rv, items = store.rv, store.list(kind, namespace, sel)
     if limit <= 0 or len(items) <= limit:
         return Page(items, str(rv))
     snapshots.put((kind.key, namespace, sel, rv), items)

@@ -21,6 +21,7 @@ from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.selectors import Selector
 
 Obj = dict[str, Any]
+ObjList = list[Obj]  # `list` is shadowed inside Store by its method
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,25 @@ class Store:
             return found
         objs = (o for o in self.items(kind, namespace) if selector.matches(o))
         return sorted(objs, key=lambda o: (namespace_of(o), o["metadata"]["name"]))
+
+    def list_at(self, kind: Kind, namespace: str | None, selector: Selector, rv: int) -> ObjList:
+        """The list as it was at `rv` (the current state with the newer events undone); 410 if compacted."""
+        self.check_rv(rv)
+        state = {(namespace_of(o), o["metadata"]["name"]): o for o in self.items(kind, namespace)}
+        for ev in reversed(self._history):
+            if ev.rv <= rv:
+                break
+            key = (namespace_of(ev.obj), ev.obj["metadata"]["name"])
+            if ev.kind.key != kind.key or (namespace is not None and key[0] != namespace):
+                continue
+            if ev.type == "ADDED" or ev.old is None:
+                state.pop(key, None)
+            else:
+                state[key] = ev.old
+        return sorted(
+            (o for o in state.values() if selector.matches(o)),
+            key=lambda o: (namespace_of(o), o["metadata"]["name"]),
+        )
 
     # writes: `obj` is a fresh dict owned by the store from now on
     def put(self, kind: Kind, obj: Obj, old: Obj | None) -> Obj:

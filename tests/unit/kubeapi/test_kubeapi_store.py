@@ -8,9 +8,18 @@ from typing import Any
 import pytest
 
 from nodeenv.kubeapi.crud import DeleteOptions, Resources
-from nodeenv.kubeapi.errors import AlreadyExists, Conflict, Expired, Forbidden, Invalid, NotFound
+from nodeenv.kubeapi.errors import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    Expired,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Timeout,
+)
 from nodeenv.kubeapi.kinds import Kind, Registry
-from nodeenv.kubeapi.paging import decode_token
+from nodeenv.kubeapi.paging import decode_token, exact_rv
 from nodeenv.kubeapi.selectors import Selector, parse_labels
 from nodeenv.kubeapi.store import Store, Watch
 
@@ -218,3 +227,23 @@ def test_type_change_back_to_cluster_ip_releases_node_ports(res: Resources) -> N
         res.create(
             SVC, "default", {"metadata": {"name": "x"}, "spec": {"ports": [{"port": 80, "nodePort": 30081}]}}
         )
+
+
+def test_list_at_an_exact_resource_version(res: Resources) -> None:
+    res.create(CM, "default", cm("a", labels={"v": "1"}))
+    rv = res.store.rv
+    res.update(CM, "default", "a", cm("a", labels={"v": "2"}))
+    res.create(CM, "default", cm("b"))
+    res.delete(CM, "default", "a", DeleteOptions())
+    then = res.list_page(CM, "default", Selector(), at=rv)
+    assert [(o["metadata"]["name"], o["metadata"]["labels"]) for o in then.items] == [("a", {"v": "1"})]
+    assert then.resource_version == str(rv)
+    assert exact_rv(res.store, str(rv), "Exact") == rv
+    assert exact_rv(res.store, str(rv), "NotOlderThan") is None
+    with pytest.raises(Timeout, match="Too large resource version"):
+        exact_rv(res.store, str(res.store.rv + 5), None)
+    with pytest.raises(BadRequest):
+        exact_rv(res.store, "0", "Exact")
+    res.store.compact()
+    with pytest.raises(Expired):
+        res.list_page(CM, "default", Selector(), at=rv)
