@@ -6,6 +6,7 @@ carrying a 410 `Expired` Status (`too old resource version: N (floor)`), then th
 watch cache does; `allowWatchBookmarks=true` adds BOOKMARK events (object = the kind with only
 metadata.resourceVersion) every `bookmark_interval`; `timeoutSeconds` ends the stream cleanly;
 objects entering/leaving a label/field selector are ADDED/DELETED for that watch;
+a resourceVersion the server has not reached is 504 `Too large resource version`;
 `sendInitialEvents=true` (watch-list) sends the initial ADDED events followed by a BOOKMARK annotated
 `k8s.io/initial-events-end: "true"`. Tables (`as=Table`, as `kubectl get -w` asks) wrap each object
 in a one-row Table.
@@ -23,6 +24,7 @@ from aiohttp import web
 from nodeenv.kubeapi import audit, tables
 from nodeenv.kubeapi.errors import ApiError, BadRequest
 from nodeenv.kubeapi.kinds import Kind
+from nodeenv.kubeapi.paging import exact_rv
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.state import ApiState
 from nodeenv.kubeapi.store import Watch
@@ -71,6 +73,8 @@ async def serve(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
     bookmarks = q.get("allowWatchBookmarks", "").lower() in ("1", "true")
     initial_end = q.get("sendInitialEvents", "").lower() == "true"
     ns = info.namespace or None
+    if since is not None:
+        exact_rv(st.store, str(since), None)  # 504 Too large resource version, before the stream starts
     expired: ApiError | None = None
     try:
         w = st.store.watch(st.views.storage(kind), ns, sel, since)

@@ -128,3 +128,11 @@ async def test_update_name_mismatch_and_deletecollection(http: Http, kube_api: K
     code, body = await http.call("DELETE", "/api/v1/namespaces/default/configmaps?labelSelector=x%3D1")
     assert code == 200 and [o["metadata"]["name"] for o in body["items"]] == ["a"]
     assert [o["metadata"]["name"] for o in kube_api.objects("configmaps", "default")] == ["b"]
+
+
+async def test_too_large_resource_version_is_504(http: Http, kube_api: KubeApiHandle) -> None:
+    future = kube_api.resource_version + 100
+    for path in (f"/api/v1/configmaps?resourceVersion={future}",
+                 f"/api/v1/configmaps?watch=1&resourceVersion={future}"):  # fmt: skip
+        code, body = await http.call("GET", path)
+        assert (code, body["reason"]) == (504, "Timeout") and "Too large resource version" in body["message"]
