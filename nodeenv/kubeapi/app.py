@@ -15,7 +15,7 @@ from aiohttp import web
 
 from nodeenv.kubeapi import audit, discovery, handlers, openapi
 from nodeenv.kubeapi.audit import INFO, USER
-from nodeenv.kubeapi.errors import ApiError, InternalError, NotFound, Unauthorized
+from nodeenv.kubeapi.errors import ApiError, InternalError, NotFound, Unauthorized, from_code
 from nodeenv.kubeapi.routing import resolve
 from nodeenv.kubeapi.state import ApiState
 from nodeenv.kubeapi.wire import error_response, respond
@@ -55,6 +55,8 @@ async def api_middleware(request: web.Request, handler: H) -> web.StreamResponse
         resp = await _dispatch(request, handler, st)
     except ApiError as e:
         resp = error_response(e)
+    except web.HTTPException as e:  # aiohttp's own refusals, e.g. a body over 3 MiB (413)
+        resp = error_response(from_code(e.status, e.reason))
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         resp = error_response(

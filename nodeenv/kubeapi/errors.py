@@ -92,6 +92,19 @@ class ServiceUnavailable(ApiError):
     code, reason = 503, "ServiceUnavailable"
 
 
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+            405: "MethodNotAllowed", 409: "Conflict", 410: "Expired", 413: "RequestEntityTooLarge",
+            415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+            503: "ServiceUnavailable", 504: "Timeout"}  # fmt: skip
+
+
+def from_code(code: int, message: str) -> ApiError:
+    """An error with `code` and the apiserver's reason for it (unknown codes: InternalError)."""
+    reason = _REASONS.get(code, "InternalError")
+    cls: type[ApiError] = type(reason, (ApiError,), {"code": code, "reason": reason})
+    return cls(message)
+
+
 def _details(kind: Kind, name: str) -> dict[str, Any]:
     d: dict[str, Any] = {"name": name}
     if kind.group:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from nodeenv.kubeapi.auth import Recorder, Tokens
 from nodeenv.kubeapi.crud import Resources
-from nodeenv.kubeapi.errors import ApiError, Conflict, InternalError, ServiceUnavailable, TooManyRequests
+from nodeenv.kubeapi.errors import ApiError, from_code
 from nodeenv.kubeapi.kinds import Registry
 from nodeenv.kubeapi.metrics import Metrics
 from nodeenv.kubeapi.rbac import Authorizer
@@ -27,14 +27,6 @@ class ApiConfig:
     """Events kept for watches from an older resourceVersion; older ones get 410."""
     enforce_rbac: bool = False
     """Authorize non-admin users by the Roles/ClusterRoles and bindings in the store (opt-in)."""
-
-
-_ERRORS: dict[int, type[ApiError]] = {
-    409: Conflict,
-    429: TooManyRequests,
-    500: InternalError,
-    503: ServiceUnavailable,
-}
 
 
 @dataclass(kw_only=True)
@@ -63,11 +55,7 @@ class Fault:
     def error(self) -> ApiError | None:
         if not self.code:
             return None
-        cls = _ERRORS.get(self.code, InternalError)
-        err = cls(self.message)
-        if cls is InternalError and self.code != 500:
-            err = type("Injected", (ApiError,), {"code": self.code, "reason": "InternalError"})(self.message)
-        return err
+        return from_code(self.code, self.message)
 
 
 @dataclass

@@ -136,3 +136,12 @@ async def test_too_large_resource_version_is_504(http: Http, kube_api: KubeApiHa
                  f"/api/v1/configmaps?watch=1&resourceVersion={future}"):  # fmt: skip
         code, body = await http.call("GET", path)
         assert (code, body["reason"]) == (504, "Timeout") and "Too large resource version" in body["message"]
+
+
+async def test_oversized_body_and_injected_codes_are_status(http: Http, kube_api: KubeApiHandle) -> None:
+    big = {"metadata": {"name": "big"}, "data": {"k": "x" * (4 * 1024 * 1024)}}
+    code, body = await http.call("POST", "/api/v1/namespaces/default/configmaps", big)
+    assert (code, body["kind"], body["reason"]) == (413, "Status", "RequestEntityTooLarge")
+    kube_api.set_fault(verb="get", resource="configmaps", code=429, times=1)
+    code, body = await http.call("GET", "/api/v1/namespaces/default/configmaps/x")
+    assert (code, body["reason"]) == (429, "TooManyRequests")
