@@ -217,6 +217,9 @@ class Reconciler:
         except BackendError as e:
             await self._refuse(svc, obj, e, event=False)  # the machinery records it with the retry
             raise ReconcileError(e.reason, str(e), regarding=_ref(obj)) from e
+        except ServiceConfigError as e:  # the backend cannot do what the Service asks: no retry loop
+            await self._refuse(svc, obj, e)
+            return
         if isinstance(lb_id, str) and lb_id:  # the spec keeps the FiberLB id on the Service
             patched = await self.writer.set_annotation(svc, LOAD_BALANCER_ID, lb_id)
             svc = Service.from_dict(patched) if patched is not None else svc

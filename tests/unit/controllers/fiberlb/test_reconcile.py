@@ -98,3 +98,16 @@ async def test_orphaned_backend_objects_are_removed_at_start() -> None:
     )
     await rec.reconcile("ns/missing")
     assert backend.applied == {}
+
+
+async def test_a_protocol_the_backend_refuses_is_reported_not_retried() -> None:
+    from controllers.fiberlb.grpc_backend import UnsupportedProtocol
+
+    class SctpRefusing(FakeBackend):
+        def apply(self, desired: DesiredLB) -> str:
+            raise UnsupportedProtocol("FiberLB listeners speak TCP and UDP only, not SCTP")
+
+    rec, _, writer = make([lb("sctp", [{"port": 9, "protocol": "SCTP"}])])
+    rec.backend = SctpRefusing()
+    assert await rec.reconcile("ns/sctp") is None  # returned, not raised: no retry loop
+    assert writer.calls[-1] == ("status", ((), False, "UnsupportedProtocol"))
