@@ -27,6 +27,7 @@ class Kind:
     fields: tuple[str, ...] = ()  # field selectors beyond metadata.name / metadata.namespace
     verbs: tuple[str, ...] = ALL_VERBS
     virtual: bool = False  # a review answered at create, never stored (SelfSubjectReview & co)
+    generation: bool = False  # its strategy keeps metadata.generation (1 on create, +1 per spec change)
 
     @property
     def api_version(self) -> str:
@@ -99,9 +100,9 @@ KINDS: tuple[Kind, ...] = (
     Kind(group="", version="v1", kind="LimitRange", plural="limitranges", namespaced=True,
          short_names=("limits",)),
     Kind(group="discovery.k8s.io", version="v1", kind="EndpointSlice", plural="endpointslices",
-         namespaced=True),
+         namespaced=True, generation=True),
     Kind(group="networking.k8s.io", version="v1", kind="NetworkPolicy", plural="networkpolicies",
-         namespaced=True, short_names=("netpol",)),
+         namespaced=True, short_names=("netpol",), generation=True),
     Kind(group="events.k8s.io", version="v1", kind="Event", plural="events", namespaced=True,
          short_names=("ev",)),
     Kind(group="coordination.k8s.io", version="v1", kind="Lease", plural="leases", namespaced=True),

@@ -1,7 +1,9 @@
 """Object metadata rules of the generic registry (k8s.io/apiserver's `rest.BeforeCreate/BeforeUpdate`).
 
-Faithful: uid, creationTimestamp (RFC 3339, seconds), generation 1 on create and +1 when anything
-outside metadata and status changes, generateName (+5 random [bcdfghjklmnpqrstvwxz2456789]),
+Faithful: uid, creationTimestamp (RFC 3339, seconds), generation for the kinds whose strategy keeps
+it (EndpointSlice, NetworkPolicy: 1 on create, +1 when anything outside metadata and status
+changes; absent on the others, as on Services and Pods in 1.32), generateName (+5 random
+[bcdfghjklmnpqrstvwxz2456789]),
 name validation (DNS-1123 subdomain; DNS-1123 label for namespaces; DNS-1035 label for services),
 immutable uid/creationTimestamp/name/namespace, status ignored on the main resource of kinds with a
 /status subresource and everything but status ignored on /status, no new finalizers on an object
@@ -79,7 +81,10 @@ def prepare_create(kind: Kind, obj: Obj, namespace: str) -> Obj:
         meta.pop(k, None)
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = now_rfc3339()
-    meta["generation"] = 1
+    if kind.generation:
+        meta["generation"] = 1
+    else:
+        meta.pop("generation", None)
     obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
     return obj
 
@@ -132,7 +137,7 @@ def prepare_update(kind: Kind, old: Obj, new: Obj, *, subresource: str = "") -> 
             new["status"] = old["status"]
         else:
             new.pop("status", None)
-    if _outside_meta_status(new) != _outside_meta_status(old):
+    if kind.generation and _outside_meta_status(new) != _outside_meta_status(old):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
     new["apiVersion"], new["kind"] = kind.api_version, kind.kind
     return new

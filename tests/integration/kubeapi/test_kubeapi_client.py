@@ -41,7 +41,7 @@ async def test_create_get_list_delete_service(api: client.ApiClient, kube_api: K
     core = client.CoreV1Api(api)
     created = await core.create_namespaced_service("default", _svc("web"))
     assert created.metadata.uid and created.metadata.creation_timestamp
-    assert created.metadata.generation == 1
+    assert created.metadata.generation is None  # Services carry none (their strategy sets none)
     assert created.spec.cluster_ip.startswith("10.96.") and created.spec.cluster_ips == [
         created.spec.cluster_ip
     ]
@@ -99,17 +99,17 @@ async def test_status_subresource_and_main_resource_split(api: client.ApiClient)
     svc = await core.read_namespaced_service("lb", "default")
     assert svc.status.load_balancer.ingress[0].ip == "192.0.2.10"
     assert svc.spec.session_affinity == "None"
-    assert svc.metadata.generation == 1
     assert all(p.node_port and 30000 <= p.node_port <= 32767 for p in svc.spec.ports)
 
 
 async def test_merge_patch_bumps_generation_on_spec_change(api: client.ApiClient) -> None:
-    core = client.CoreV1Api(api)
-    await core.create_namespaced_service("default", _svc("m"))
-    svc = await core.patch_namespaced_service("m", "default", {"metadata": {"labels": {"a": "b"}}})
-    assert svc.metadata.generation == 1 and svc.metadata.labels == {"a": "b"}
-    svc = await core.patch_namespaced_service("m", "default", {"spec": {"sessionAffinity": "ClientIP"}})
-    assert svc.metadata.generation == 2
+    net = client.NetworkingV1Api(api)
+    policy = {"metadata": {"name": "np"}, "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}
+    assert (await net.create_namespaced_network_policy("default", policy)).metadata.generation == 1
+    np = await net.patch_namespaced_network_policy("np", "default", {"metadata": {"labels": {"a": "b"}}})
+    assert np.metadata.generation == 1 and np.metadata.labels == {"a": "b"}
+    np = await net.patch_namespaced_network_policy("np", "default", {"spec": {"policyTypes": ["Egress"]}})
+    assert np.metadata.generation == 2
 
 
 async def _events(api: client.ApiClient, **kw: Any) -> AsyncIterator[dict[str, Any]]:
