@@ -1,7 +1,8 @@
 """Resource requests: one function per verb, from a resolved RequestInfo to a response.
 
 Responses as kube-apiserver sends them: create 201 with the object; get/update/patch 200;
-delete 200 with the deleted object (Pods, Services, Namespaces: the store returns the object) or a
+delete 200 with the deleted object (Pods, Services, Namespaces, ServiceAccounts: their stores set
+ReturnDeletedObject) or a
 `Status` of `Success` (other kinds), and 200 with the object while finalizers hold it; lists are
 `<Kind>List` with metadata.resourceVersion (and continue / remainingItemCount); `Table` when the
 client asks for `as=Table` (kubectl get).
@@ -34,7 +35,7 @@ from nodeenv.kubeapi.wire import (
 )
 
 Handler = Callable[[web.Request, ApiState, RequestInfo, Kind], Awaitable[web.StreamResponse]]
-_RETURNS_OBJECT = ("Pod", "Service", "Namespace")
+_RETURNS_OBJECT = ("Pod", "Service", "Namespace", "ServiceAccount")  # ReturnDeletedObject: true
 
 
 async def _body(request: web.Request) -> Any:
