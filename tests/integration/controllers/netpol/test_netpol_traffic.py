@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from controllers.netpol.ovn_apply import PolicyNorthbound
+from controllers.netpol.ovn_apply import NameTaken, PolicyNorthbound
 from controllers.netpol.policy import NetworkPolicy, parse_policy
-from controllers.netpol.translate import translate
+from controllers.netpol.translate import policy_group, translate
 from controllers.projects.template import ProjectTemplate, desired_objects
 from tests.integration.controllers.netpol.conftest import Cluster
 from tests.integration.controllers.netpol.traffic import reaches
@@ -192,3 +192,24 @@ def test_project_default_policies_isolate_a_project(cluster: Cluster) -> None:
     finally:
         cluster.namespaces["np-b"] = {"team": "b"}
         apply(cluster)
+
+
+def test_a_foreign_row_with_our_name_is_not_taken_over(cluster: Cluster) -> None:
+    taken = np("np-a", "taken", podSelector={"matchLabels": {"app": "web"}})
+    nbctl = ["ovn-nbctl", f"--db={cluster.agent.node.endpoints['OVN_NB_DB']}", "--timeout=10"]
+    name = policy_group("np-a/taken")
+    subprocess.run(
+        [*nbctl, "pg-add", name, "--", "set", "Port_Group", name, "external_ids:mine=yes"], check=True
+    )
+    try:
+        before = cluster.nb.counts()
+        desired, _ = translate([INGRESS, taken], cluster.members(), cluster.namespaces, cluster.node_ips())
+        with pytest.raises(NameTaken):
+            cluster.nb.apply(desired)
+        assert cluster.nb.counts() == before  # the whole transaction was refused, INGRESS included
+        out = subprocess.run([*nbctl, "get", "Port_Group", name, "external_ids", "ports"],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert 'mine="yes"' in out or "mine=yes" in out
+        assert "[]" in out  # no ports added to it
+    finally:
+        subprocess.run([*nbctl, "--if-exists", "destroy", "Port_Group", name], check=True)
