@@ -145,3 +145,10 @@ async def test_oversized_body_and_injected_codes_are_status(http: Http, kube_api
     kube_api.set_fault(verb="get", resource="configmaps", code=429, times=1)
     code, body = await http.call("GET", "/api/v1/namespaces/default/configmaps/x")
     assert (code, body["reason"]) == (429, "TooManyRequests")
+
+
+async def test_watch_ends_after_timeout_seconds(http: Http) -> None:
+    url = f"{http.api.url}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=1&timeoutSeconds=1"
+    async with http.s.get(url, headers=http.auth, ssl=http.ssl) as r:
+        lines = [line async for line in r.content]  # the server ends the stream; no client timeout
+    assert lines == []
