@@ -15,7 +15,7 @@ import pytest
 
 from controllers.netpol.ovn_apply import NameTaken, PolicyNorthbound
 from controllers.netpol.policy import NetworkPolicy, parse_policy
-from controllers.netpol.translate import policy_group, translate
+from controllers.netpol.translate import Desired, policy_group, translate
 from controllers.projects.template import ProjectTemplate, desired_objects
 from tests.integration.controllers.netpol.conftest import Cluster
 from tests.integration.controllers.netpol.traffic import reaches
@@ -213,3 +213,28 @@ def test_a_foreign_row_with_our_name_is_not_taken_over(cluster: Cluster) -> None
         assert "[]" in out  # no ports added to it
     finally:
         subprocess.run([*nbctl, "--if-exists", "destroy", "Port_Group", name], check=True)
+
+
+def test_rows_changed_behind_our_back_are_repaired(cluster: Cluster) -> None:
+    """Unchanged rows are not re-read on every apply; a change made by someone else still is seen."""
+    nbctl = ["ovn-nbctl", f"--db={cluster.agent.node.endpoints['OVN_NB_DB']}", "--timeout=10"]
+    desired, _ = translate([INGRESS], cluster.members(), cluster.namespaces, cluster.node_ips())
+    cluster.nb.apply(desired)
+    aset, pg = f"{policy_group('np-a/web-in')}_in0", policy_group("np-a/web-in")
+    want_ips = set(desired.address_sets[aset].addresses)
+    try:
+        subprocess.run([*nbctl, "clear", "Address_Set", aset, "addresses"], check=True)
+        acl = subprocess.run([*nbctl, "--bare", "--columns=acls", "list", "Port_Group", pg],
+                             capture_output=True, text=True, check=True).stdout.split()[0]  # fmt: skip
+        subprocess.run([*nbctl, "set", "ACL", acl, 'match="ip4"'], check=True)
+        stats = cluster.nb.apply(desired)
+        assert stats.changed >= 2
+        out = subprocess.run([*nbctl, "--bare", "--columns=addresses", "list", "Address_Set", aset],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert set(out.split()) == want_ips
+        matches = subprocess.run([*nbctl, "--bare", "--columns=match", "list", "ACL"],
+                                 capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert all(m.strip() != "ip4" for m in matches.splitlines())  # the rewritten ACL is gone
+        assert cluster.nb.apply(desired).total == 0
+    finally:
+        cluster.nb.apply(Desired())
