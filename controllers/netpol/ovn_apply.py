@@ -189,10 +189,9 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
             row.ports = ports
             row.acls = [self._acl(txn, a, want.owner) for a in sorted(want.acls, key=str)]
             return
-        before = self.changed
-        if row.external_ids.get(K_TYPES) != want.types:
+        types_differ = row.external_ids.get(K_TYPES) != want.types
+        if types_differ:
             row.setkey("external_ids", K_TYPES, want.types)
-            self.changed += 1
         have_ports, want_ports = {p.uuid: p for p in row.ports}, {p.uuid: p for p in ports}
         for u in want_ports.keys() - have_ports.keys():
             row.addvalue("ports", want_ports[u])
@@ -203,8 +202,8 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
             row.addvalue("acls", self._acl(txn, acl, want.owner))
         for acl in have_acls.keys() - want.acls:
             row.delvalue("acls", have_acls[acl])
-        self.changed = before + int(
-            self.changed > before or have_ports.keys() != want_ports.keys() or have_acls.keys() != want.acls
+        self.changed += (
+            types_differ or have_ports.keys() != want_ports.keys() or have_acls.keys() != want.acls
         )
 
     def _acl(self, txn: Any, acl: Acl, owner: str) -> Any:
