@@ -22,6 +22,7 @@ from typing import Any
 
 from nodeenv.kubeapi.errors import BadRequest, invalid
 from nodeenv.kubeapi.kinds import Kind
+from nodeenv.kubeapi.validation import endpoint_slice_causes, metadata_causes
 
 Obj = dict[str, Any]
 
@@ -79,6 +80,8 @@ def prepare_create(kind: Kind, obj: Obj, namespace: str) -> Obj:
         meta.pop("namespace", None)
     for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
         meta.pop(k, None)
+    if causes := kind_causes(kind, obj, None):
+        raise invalid(kind, name, causes)
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = now_rfc3339()
     if kind.generation:
@@ -91,6 +94,13 @@ def prepare_create(kind: Kind, obj: Obj, namespace: str) -> Obj:
 
 def _outside_meta_status(obj: Obj) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def kind_causes(kind: Kind, obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
+    causes = metadata_causes(obj["metadata"])
+    if kind.kind == "EndpointSlice":
+        causes += endpoint_slice_causes(obj, old)
+    return causes
 
 
 def _status_update(old: Obj, new: Obj) -> Obj:
@@ -111,7 +121,7 @@ def prepare_update(kind: Kind, old: Obj, new: Obj, *, subresource: str = "") -> 
     if subresource == "status":
         return _status_update(old, new)
     old_meta, meta = old["metadata"], new["metadata"]
-    causes = []
+    causes: list[tuple[str, str, str]] = []
     meta["creationTimestamp"] = old_meta.get("creationTimestamp")  # compared as instants by the real one
     for k in _IMMUTABLE:
         if k == "uid" and not meta.get(k):
@@ -122,6 +132,7 @@ def prepare_update(kind: Kind, old: Obj, new: Obj, *, subresource: str = "") -> 
     if old_meta.get("deletionTimestamp") and added:
         why = "Forbidden: no new finalizers can be added if the object is being deleted"
         causes.append(("FieldValueForbidden", "metadata.finalizers", why))
+    causes += kind_causes(kind, new, old)
     if causes:
         raise invalid(kind, old_meta["name"], causes)
     for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation", "namespace"):

@@ -247,3 +247,22 @@ def test_list_at_an_exact_resource_version(res: Resources) -> None:
     res.store.compact()
     with pytest.raises(Expired):
         res.list_page(CM, "default", Selector(), at=rv)
+
+
+def test_metadata_and_endpoint_slice_validation(res: Resources) -> None:
+    with pytest.raises(Invalid, match=r'metadata.labels: Invalid value: "bad value!"'):
+        res.create(CM, "default", cm("a", labels={"ok": "bad value!"}))
+    with pytest.raises(Invalid, match=r"metadata\.annotations"):
+        res.create(CM, "default", cm("a", annotations={"-bad": "x"}))
+    res.create(CM, "default", cm("a", labels={"example.com/tier": "web"}, annotations={"a.b/c": "any thing"}))
+    with pytest.raises(Invalid, match=r"metadata\.labels"):
+        res.update(CM, "default", "a", cm("a", labels={"x/y/z": "1"}))
+    eps = kind("endpointslices", "discovery.k8s.io")
+    with pytest.raises(Invalid, match="addressType: Required value"):
+        res.create(eps, "default", {"metadata": {"name": "s"}, "endpoints": []})
+    ok = {"metadata": {"name": "s"}, "addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"]}]}
+    res.create(eps, "default", ok)
+    with pytest.raises(Invalid, match="field is immutable"):
+        res.update(eps, "default", "s", {**ok, "addressType": "IPv6"})
+    with pytest.raises(Invalid, match=r"endpoints\[0\].addresses"):
+        res.update(eps, "default", "s", {**ok, "endpoints": [{"addresses": []}]})
