@@ -19,8 +19,9 @@ CLASS = "fiberlb.plasmacloud.io/lb"
 
 
 class RunningController:
-    def __init__(self, kube_api: Any, argv: list[str]) -> None:
-        self.kube_api, self.argv = kube_api, argv
+    def __init__(self, kube_api: Any, argv: list[str], user: str = SA_USER) -> None:
+        """`user`: the identity its requests are recorded under (a second replica gets its own)."""
+        self.kube_api, self.argv, self.user = kube_api, argv, user
         self.app = ControllerApp(
             "fiberlb-controller", setup, env_prefix="FIBERLB_", add_arguments=add_arguments
         )
@@ -28,7 +29,7 @@ class RunningController:
         self.task: asyncio.Task[int] | None = None
 
     async def start(self) -> RunningController:
-        kubeconfig = self.kube_api.kubeconfig_for(SA_USER)
+        kubeconfig = self.kube_api.kubeconfig_for(self.user)
         argv = ["--kubeconfig", str(kubeconfig), "--metrics-address", "off", *self.argv]
         settings = parse("fiberlb-controller", "", argv, {}, prefix="FIBERLB_", add_arguments=add_arguments)
         self.task = asyncio.create_task(self.app.run(settings, self.stop_event))
