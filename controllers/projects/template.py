@@ -5,7 +5,7 @@ Group names are built with the IAM webhook's own MappingSettings prefixes, so a 
 exactly the group the webhook puts in a project member's token review (`org:<org>`,
 `project:<project>`); the viewer group is the spec's `project:<project>:viewer`.
 
-The template (quotas, LimitRange, DNS port) loads from a YAML/JSON file whose keys are the fields
+The template (quotas, LimitRange, where DNS is) loads from a YAML/JSON file whose keys are the fields
 below; anything absent keeps the spec's value.
 """
 
@@ -81,6 +81,9 @@ class ProjectTemplate:
     """LimitRange spec.limits."""
     dns_namespace: str = "kube-system"
     dns_port: int = 53
+    dns_ip_blocks: list[str] = field(default_factory=lambda: ["10.96.0.10/32"])
+    """Where DNS is not a pod of dns_namespace (a host-network server, the node environment's
+    10.96.0.10 on the node): these CIDRs are allowed on the DNS port too."""
 
     @classmethod
     def load(cls, path: Path | None) -> Self:
@@ -178,9 +181,10 @@ def desired_objects(ns: Mapping[str, Any], t: ProjectTemplate) -> list[Owned]:
 
 def _policies(ns: Mapping[str, Any], project: str, t: ProjectTemplate) -> list[Owned]:
     dns_ns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.dns_namespace}}}
+    dns_to = [dns_ns] + [{"ipBlock": {"cidr": cidr}} for cidr in t.dns_ip_blocks]
     same = [{"namespaceSelector": {"matchLabels": {PROJECT_LABEL: project}}}]
     deny = {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
-            "egress": [{"to": [dns_ns], "ports": [{"protocol": "UDP", "port": t.dns_port},
+            "egress": [{"to": dns_to, "ports": [{"protocol": "UDP", "port": t.dns_port},
                                                   {"protocol": "TCP", "port": t.dns_port}]}]}  # fmt: skip
     allow = {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
              "ingress": [{"from": same}], "egress": [{"to": same}]}  # fmt: skip

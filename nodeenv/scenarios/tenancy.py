@@ -58,6 +58,9 @@ def run(scn: Scenario) -> None:
         _eventually(lambda: _reaches("tenant-a-client", web, 8080), "tenant-a client -> web:8080 allowed")
     with scn.step("tenancy: traffic refused across projects"):
         _eventually(lambda: not _reaches("tenant-b-client", web, 8080), "tenant-b client -> web:8080 refused")
+    if env.get("CLUSTER_DNS_IP"):
+        with scn.step("tenancy: the cluster DNS answers a pod under default deny"):
+            _dns(env["CLUSTER_DNS_IP"])
     with scn.step("tenancy: a policy pair opens one port from tenant-b to tenant-a"):
         _open_port(kubectl, scn)
         _eventually(lambda: _reaches("tenant-b-client", web, 8080), "tenant-b client -> web:8080 allowed")
@@ -105,6 +108,14 @@ def _eventually(check: Callable[[], bool], what: str, timeout: float = 15.0) -> 
 def _reaches(netns: str, ip: str, port: int) -> bool:
     argv = ["ip", "netns", "exec", netns, sys.executable, "-c", CLIENT, ip, str(port)]
     return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+
+
+def _dns(server: str) -> None:
+    argv = ["ip", "netns", "exec", "tenant-a-client", "dig", "+short", "+time=1", "+tries=3", f"@{server}",
+            "kubernetes.default.svc.cluster.local"]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=15).stdout.strip()
+    if not out or "timed out" in out:
+        raise RuntimeError(f"no DNS answer from {server} in tenant-a: {out!r}")
 
 
 def _pods(scn: Scenario, kubectl: list[str]) -> dict[tuple[str, str], str]:

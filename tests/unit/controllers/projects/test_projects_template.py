@@ -36,6 +36,7 @@ def test_the_spec_objects_with_ownership() -> None:
     deny = objs["default-deny-all"]["spec"]
     assert deny["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in deny
     assert {"protocol": "UDP", "port": 53} in deny["egress"][0]["ports"]
+    assert {"ipBlock": {"cidr": "10.96.0.10/32"}} in deny["egress"][0]["to"]  # DNS not run as a pod
     same = objs["allow-same-project"]["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]
     assert same == {"plasmacloud.io/project-id": "proj-456"}
 
