@@ -65,6 +65,8 @@ CASES = [
     ("ipBlock with except", {"ingress": [{"from": [{"ipBlock": {"cidr": "192.168.0.0/16",
                                                                    "except": ["192.168.1.0/24"]}}]}]},
      {"(ip4.src == 192.168.0.0/16 && ip4.src != {192.168.1.0/24})"}, {}),
+    ("ipv6 ipBlock", {"ingress": [{"from": [{"ipBlock": {"cidr": "fd00::/64", "except": ["fd00::/80"]}}]}]},
+     {"(ip6.src == fd00::/64 && ip6.src != {fd00::/80})"}, {}),
     ("peers or'ed", {"ingress": [{"from": [FE, {"ipBlock": {"cidr": "172.16.0.0/12"}}]}]},
      {f"(ip4.src == ${IN0} || ip4.src == 172.16.0.0/12)"}, {IN0: {"10.0.1.3"}}),
     ("udp range sctp", {"ingress": [{"ports": [{"protocol": "UDP", "port": 5000, "endPort": 5010},
