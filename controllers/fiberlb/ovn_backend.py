@@ -129,10 +129,14 @@ def ensure_group(api: Any, txn: Any) -> Any:
     return group
 
 
+Probes = tuple[dict[str, str], dict[str, str]]
+"""(endpoint IP -> "<logical port>:<probe source IP>", switch -> probe source IP)"""
+
+
 class _Apply(command.BaseCommand):  # type: ignore[misc]
-    def __init__(self, api: Any, desired: DesiredLB, hc_ports: dict[str, str]) -> None:
+    def __init__(self, api: Any, desired: DesiredLB, probes: Probes) -> None:
         super().__init__(api)
-        self.desired, self.hc_ports = desired, hc_ports
+        self.desired, self.hc_ports, self.sources = desired, probes[0], probes[1]
 
     def run_idl(self, txn: Any) -> None:
         group = ensure_group(self.api, txn)
@@ -185,9 +189,22 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
                 changes += 1
             changes += _set(check, "options", opts)
         backends = {b.ip for lst in listeners for b in lst.backends}
+        for switch, source in self.sources.items():
+            changes += _reserve(self.api, switch, source)
         return changes + _set(
             row, "ip_port_mappings", {ip: self.hc_ports[ip] for ip in backends if ip in self.hc_ports}
         )
+
+
+def _reserve(api: Any, switch: str, address: str) -> int:
+    """Keep the probe source address out of the switch's pod addresses (`exclude_ips`, which OVN
+    and the PrismNET IPAM both honour)."""
+    ls = _by_name(api, "Logical_Switch", switch)
+    excluded = ls.other_config.get("exclude_ips", "").split() if ls is not None else [address]
+    if address in excluded:
+        return 0
+    ls.setkey("other_config", "exclude_ips", " ".join([*excluded, address]))
+    return 1
 
 
 def _set(row: Any, column: str, value: Any) -> int:
@@ -225,10 +242,11 @@ class _Read(command.BaseCommand):  # type: ignore[misc]
         self.result = self.fn(self.api)
 
 
-def _health_check_ports(api: Any, ips: set[str]) -> dict[str, str]:
-    """endpoint IP → "<logical port>:<probe source IP>" (the last host address of the port's subnet,
-    which OVN's service monitor answers ARP for)."""
+def _health_check_ports(api: Any, ips: set[str]) -> Probes:
+    """Where OVN's service monitor probes each endpoint from: the last host address of the endpoint's
+    switch subnet (ovn-northd answers ARP for it), reserved on that switch."""
     out: dict[str, str] = {}
+    sources: dict[str, str] = {}
     for ls in api.tables["Logical_Switch"].rows.values():
         subnet = ls.external_ids.get("prismnet.subnet") or ls.other_config.get("subnet")
         if not subnet:
@@ -240,7 +258,8 @@ def _health_check_ports(api: Any, ips: set[str]) -> dict[str, str]:
                 for word in entry.split()[1:]:
                     if word in ips:
                         out[word] = f"{port.name}:{source}"
-    return out
+                        sources[ls.name] = source
+    return out, sources
 
 
 class OvnBackend:
@@ -260,12 +279,12 @@ class OvnBackend:
         return cls(connect_nb(remote))
 
     def apply(self, desired: DesiredLB) -> str:
-        hc_ports: dict[str, str] = {}
+        probes: Probes = ({}, {})
         if desired.options.health_check is not None:
             ips = {b.ip for lst in desired.listeners for b in lst.backends}
-            hc_ports = self._read(lambda api: _health_check_ports(api, ips))
+            probes = self._read(lambda api: _health_check_ports(api, ips))
         try:
-            changes = _Apply(self._api, desired, hc_ports).execute(check_error=True, log_errors=False)
+            changes = _Apply(self._api, desired, probes).execute(check_error=True, log_errors=False)
         except Exception as e:
             raise BackendError(f"OVN northbound transaction for {desired.service} failed: {e}") from e
         if changes:

@@ -134,5 +134,7 @@ def test_health_checks_take_a_dead_backend_out(
     ovn_backend.apply(web(every, LbOptions(health_check=hc)))
     mappings = ovn_backend.rows("lbt/web")["tcp"]["ip_port_mappings"]
     assert set(mappings) == {b.ip for b in every}
+    source = next(iter(mappings.values())).split(":")[1]  # the probes' source, kept from pods:
+    assert source in lb_pods.agent.nbctl("get", "Logical_Switch", "k8s-lbt", "other_config:exclude_ips")
     got = eventually(lambda: reached(client, VIP), lambda r: r == set(backends), timeout=20)
     assert got == set(backends)  # only the live ones answer: the dead one is out of rotation
