@@ -18,7 +18,7 @@ and what is simplified:
   views.py        Events served by two groups, one storage       reviews.py    SelfSubject(Access)Reviews
   defaults.py     create-time defaulting (Pods, Secrets, ...)    protobuf.py   protobuf bodies kubectl sends
   metrics.py      /metrics                                        settings.py   the daemon's flags and env
-  validation.py   ObjectMeta + EndpointSlice validation (422)
+  validation.py   ObjectMeta + EndpointSlice validation (422)  quota.py      opt-in ResourceQuota counts
   state.py        settings (ApiConfig), faults                   server.py     HTTPS server, threaded runner
   devpki.py       dev serving cert, kubeconfigs                  __main__.py   the daemon
 

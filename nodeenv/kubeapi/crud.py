@@ -24,6 +24,7 @@ from nodeenv.kubeapi.errors import STALE, BadRequest, Forbidden, NotFound, alrea
 from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.objects import Obj, now_rfc3339, prepare_create, prepare_update
 from nodeenv.kubeapi.paging import Page, Snapshots, paginate
+from nodeenv.kubeapi.quota import Quotas
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.services import ServiceAllocator
 from nodeenv.kubeapi.store import Store
@@ -42,8 +43,11 @@ class DeleteOptions:
 
 
 class Resources:
-    def __init__(self, store: Store, registry: Registry, service_cidr: str = "10.96.0.0/16") -> None:
+    def __init__(
+        self, store: Store, registry: Registry, service_cidr: str = "10.96.0.0/16", *, quotas: bool = False
+    ) -> None:
         self.store, self.registry = store, registry
+        self.quotas = Quotas(store, registry) if quotas else None
         self.snapshots = Snapshots()
         self.namespaces = self._kind("", "v1", "namespaces")
         self.services = ServiceAllocator(self._kind("", "v1", "services"), service_cidr)
@@ -94,10 +98,30 @@ class Resources:
         if self.store.get(kind, namespace, name) is not None:
             raise already_exists(kind, name)
         self._on_create(kind, obj)
+        try:
+            self._admit(kind, namespace, obj, None)
+        finally:
+            if dry_run:
+                self._on_delete(kind, obj)
         if dry_run:
-            self._on_delete(kind, obj)
             return obj
-        return self.store.put(kind, obj, None)
+        stored = self.store.put(kind, obj, None)
+        self._refresh_quotas(namespace)
+        return stored
+
+    def _admit(self, kind: Kind, namespace: str, new: Obj, old: Obj | None) -> None:
+        if self.quotas is None or not kind.namespaced:
+            return
+        try:
+            self.quotas.admit(kind, namespace, new, old)
+        except Forbidden:
+            if old is None:
+                self._on_delete(kind, new)  # give back the ClusterIP/nodePorts just allocated
+            raise
+
+    def _refresh_quotas(self, namespace: str) -> None:
+        if self.quotas is not None and namespace:
+            self.quotas.refresh(namespace)
 
     def _check_namespace_open(self, namespace: str) -> None:
         ns = self.store.get(self.namespaces, "", namespace)
@@ -144,6 +168,9 @@ class Resources:
         return self._store_update(kind, old, new, dry_run=dry_run)
 
     def _store_update(self, kind: Kind, old: Obj, new: Obj, *, dry_run: bool) -> Obj:
+        namespace = str(old["metadata"].get("namespace") or "")
+        if kind is self.services.kind:
+            self._admit(kind, namespace, new, old)  # nodePorts counted as the body names them
         if kind is self.services.kind and not dry_run:
             self.services.on_update(old, new)
         elif kind is self.namespaces:
@@ -154,13 +181,16 @@ class Resources:
             return new
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return self._remove(kind, new)
-        return self.store.put(kind, new, old)
+        stored = self.store.put(kind, new, old)
+        self._refresh_quotas(namespace)
+        return stored
 
     def _remove(self, kind: Kind, obj: Obj) -> Obj:
         self._on_delete(kind, obj)
         gone = self.store.remove(kind, obj)
         ns = obj["metadata"].get("namespace")
         if ns:
+            self._refresh_quotas(ns)
             self._finish_namespace_if_empty(ns)
         return gone
 

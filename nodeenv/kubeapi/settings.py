@@ -40,6 +40,7 @@ _FLAGS = (
     ("--watch-timeout", "KUBEAPI_WATCH_TIMEOUT", "1800", "seconds a watch without timeoutSeconds lasts"),
     ("--history-limit", "KUBEAPI_HISTORY_LIMIT", "100000", "watch events kept; older versions get 410"),
     ("--enforce-rbac", "KUBEAPI_ENFORCE_RBAC", "false", "authorize non-admin users by RBAC objects"),
+    ("--enforce-quota", "KUBEAPI_ENFORCE_QUOTA", "false", "ResourceQuota object counts: admission + status"),
     ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
 )
 
@@ -67,6 +68,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             watch_timeout=float(a.watch_timeout),
             history_limit=int(a.history_limit),
             enforce_rbac=_truthy(a.enforce_rbac),
+            enforce_quota=_truthy(a.enforce_quota),
         )
         return KubeApiSettings(
             dir=Path(a.dir),

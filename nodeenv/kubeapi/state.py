@@ -27,6 +27,8 @@ class ApiConfig:
     """Events kept for watches from an older resourceVersion; older ones get 410."""
     enforce_rbac: bool = False
     """Authorize non-admin users by the Roles/ClusterRoles and bindings in the store (opt-in)."""
+    enforce_quota: bool = False
+    """ResourceQuota object counts: admission and status (opt-in; see quota.py)."""
 
 
 @dataclass(kw_only=True)
@@ -76,7 +78,9 @@ class ApiState:
         self.store = Store(self.config.history_limit)
         self.metrics = Metrics(self.store)
         self.views = Views(self.registry)
-        self.resources = Resources(self.store, self.registry, self.config.service_cidr)
+        self.resources = Resources(
+            self.store, self.registry, self.config.service_cidr, quotas=self.config.enforce_quota
+        )
         self.resources.bootstrap()
         if self.config.enforce_rbac:
             self.authorizer = Authorizer(self.store, self.registry)
