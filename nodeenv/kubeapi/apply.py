@@ -6,10 +6,10 @@ each apply manager's field set is recorded in `metadata.managedFields` as Fields
 applied before and omits now are removed unless another apply manager owns them; a field another
 apply manager owns with a different value is a 409 Conflict (`Apply failed with N conflict(s)`)
 unless `force=true`, which takes it over; the applied config is merged into the live object with the
-strategic-merge list keys of `patchmeta`; status is applied only through `/status`.
-Simplified (not modelled): ownership by non-apply writers (Update operations) — their fields never
-conflict with an apply and are not tracked; listMapKeys with several keys use the single merge key
-of patchmeta; `v:` set ownership is per value; managedFields timestamps are the apply's.
+list-map keys of `patchmeta` (port+protocol for Service and container ports); status is applied only
+through `/status`. Simplified (not modelled): ownership by non-apply writers (Update operations) —
+their fields never conflict with an apply and are not tracked; `v:` set ownership is per value;
+managedFields timestamps are the apply's.
 """
 
 from __future__ import annotations
@@ -23,13 +23,20 @@ from nodeenv.kubeapi.crud import Resources
 from nodeenv.kubeapi.errors import BadRequest, Conflict
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.objects import Obj, now_rfc3339
-from nodeenv.kubeapi.patches import strategic_merge_patch
-from nodeenv.kubeapi.patchmeta import Field, Schema, schema_for
+from nodeenv.kubeapi.patchmeta import KEY_DEFAULTS, Field, Schema, schema_for
 from nodeenv.kubeapi.routing import RequestInfo
 
 Path = tuple[str, ...]
 _TOP_SKIP = ("apiVersion", "kind")
 _META_KEEP = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
+def _ident(item: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: item.get(k, KEY_DEFAULTS.get(k)) for k in keys}
+
+
+def _matches(item: Any, key: Mapping[str, Any]) -> bool:
+    return isinstance(item, dict) and all(item.get(k, KEY_DEFAULTS.get(k)) == v for k, v in key.items())
 
 
 def field_paths(value: Any, schema: Schema, prefix: Path = ()) -> Iterator[Path]:
@@ -43,8 +50,8 @@ def field_paths(value: Any, schema: Schema, prefix: Path = ()) -> Iterator[Path]
         p = (*prefix, f"f:{k}")
         if isinstance(v, list) and f.key is not None:
             for item in v:
-                if f.key and isinstance(item, dict):
-                    seg = "k:" + json.dumps({f.key: item.get(f.key)}, separators=(",", ":"))
+                if f.ssa_keys and isinstance(item, dict):
+                    seg = "k:" + json.dumps(_ident(item, f.ssa_keys), separators=(",", ":"))
                     yield (*p, seg)
                     yield from field_paths(item, f.children, (*p, seg))
                 else:
@@ -53,6 +60,37 @@ def field_paths(value: Any, schema: Schema, prefix: Path = ()) -> Iterator[Path]
             yield from field_paths(v, f.children, p)
         else:
             yield p
+
+
+def merge(live: Any, config: Any, schema: Schema) -> Any:
+    """The applied configuration merged into the live object: maps recursively, keyed lists by their
+    list-map keys, set lists as sets, everything else replaced; null removes."""
+    if not isinstance(config, dict):
+        return copy.deepcopy(config)
+    out = dict(live) if isinstance(live, dict) else {}
+    for k, v in config.items():
+        f = schema.get(k, Field())
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, list) and f.key is not None:
+            out[k] = _merge_list(out.get(k), v, f)
+        else:
+            out[k] = merge(out.get(k), v, f.children) if isinstance(v, dict) else copy.deepcopy(v)
+    return out
+
+
+def _merge_list(live: Any, config: list[Any], f: Field) -> list[Any]:
+    current = list(live) if isinstance(live, list) else []
+    if not f.ssa_keys:
+        return current + [copy.deepcopy(x) for x in config if x not in current]
+    for item in config:
+        key = _ident(item, f.ssa_keys) if isinstance(item, dict) else {}
+        at = next((i for i, c in enumerate(current) if _matches(c, key)), None)
+        if at is None:
+            current.append(merge({}, item, f.children))
+        else:
+            current[at] = merge(current[at], item, f.children)
+    return current
 
 
 def applied_paths(body: Obj, kind: Kind, subresource: str) -> set[Path]:
@@ -95,9 +133,7 @@ def _lookup(obj: Any, path: Path) -> tuple[bool, Any]:
             cur = cur[rest]
         elif kind == "k" and isinstance(cur, list):
             key = json.loads(rest)
-            cur = next(
-                (i for i in cur if isinstance(i, dict) and all(i.get(k) == v for k, v in key.items())), None
-            )
+            cur = next((i for i in cur if _matches(i, key)), None)
             if cur is None:
                 return False, None
         elif kind == "v" and isinstance(cur, list):
@@ -118,9 +154,7 @@ def _remove(obj: Any, path: Path) -> None:
         parent.pop(rest, None)
     elif kind == "k" and isinstance(parent, list):
         key = json.loads(rest)
-        parent[:] = [
-            i for i in parent if not (isinstance(i, dict) and all(i.get(k) == v for k, v in key.items()))
-        ]
+        parent[:] = [i for i in parent if not _matches(i, key)]
     elif kind == "v" and isinstance(parent, list):
         value = json.loads(rest)
         parent[:] = [i for i in parent if i != value]
@@ -204,8 +238,10 @@ def server_side_apply(
     owned_elsewhere = set().union(*others.values()) if others else set()
     patch = {k: v for k, v in body.items() if k not in _TOP_SKIP}
     patch["metadata"] = {k: v for k, v in body["metadata"].items() if k in _META_KEEP}
-    merged = strategic_merge_patch(copy.deepcopy(live), patch, kind.kind)
-    for p in managers.get(manager, set()) - mine - owned_elsewhere:
+    merged = merge(copy.deepcopy(live), patch, schema_for(kind.kind))
+    for p in sorted(
+        managers.get(manager, set()) - mine - owned_elsewhere, key=len
+    ):  # items before their fields
         _remove(merged, p)
     entries = [
         e for e in live["metadata"].get("managedFields") or [] if e.get("manager") not in (manager, *others)

@@ -2,7 +2,9 @@
 `patchMergeKey` struct tags), for the kinds the double serves. Lists not named here are atomic
 (replaced wholesale), as for Go fields without a patch strategy.
 
-A `Field` with `key=""` is a primitive list merged as a set (e.g. metadata.finalizers).
+A `Field` with `key=""` is a primitive list merged as a set (e.g. metadata.finalizers). Server-side
+apply matches list items by `x-kubernetes-list-map-keys`, which for Service and container ports are
+(port, protocol): `map_keys` (strategic merge keeps the single merge key, as the real one does).
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from dataclasses import dataclass, field
 class Field:
     key: str | None = None  # merge key for a list; "" primitive set-merge; None: not a merge list
     children: dict[str, Field] = field(default_factory=dict)
+    map_keys: tuple[str, ...] = ()  # server-side apply's listMapKeys when they are more than the merge key
+
+    @property
+    def ssa_keys(self) -> tuple[str, ...]:
+        return self.map_keys or ((self.key,) if self.key else ())
+
+
+KEY_DEFAULTS = {"protocol": "TCP"}
+"""List-map keys that defaulting fills in, so an applied item without them matches the stored one."""
 
 
 Schema = dict[str, Field]
@@ -21,7 +32,7 @@ Schema = dict[str, Field]
 CONDITIONS = Field("type")
 META: Schema = {"finalizers": Field(""), "ownerReferences": Field("uid")}
 CONTAINER: Schema = {
-    "ports": Field("containerPort"),
+    "ports": Field("containerPort", map_keys=("containerPort", "protocol")),
     "env": Field("name"),
     "volumeMounts": Field("mountPath"),
     "volumeDevices": Field("devicePath"),
@@ -47,7 +58,7 @@ def _kind(spec: Schema | None = None, status: Schema | None = None) -> Schema:
 
 BY_KIND: dict[str, Schema] = {
     "Pod": _kind(POD_SPEC, POD_STATUS),
-    "Service": _kind({"ports": Field("port")}, {"conditions": CONDITIONS}),
+    "Service": _kind({"ports": Field("port", map_keys=("port", "protocol"))}, {"conditions": CONDITIONS}),
     "Node": _kind({"podCIDRs": Field("")}, {"conditions": CONDITIONS, "addresses": Field("type")}),
     "Namespace": _kind(None, {"conditions": CONDITIONS}),
     "ResourceQuota": _kind(),

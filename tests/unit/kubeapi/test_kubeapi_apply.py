@@ -47,9 +47,9 @@ def apply(res: Resources, body: dict[str, Any], manager: str, force: bool = Fals
 def test_fields_v1_round_trip_with_keyed_items() -> None:
     body = {"spec": {"ports": [{"port": 80, "name": "http"}], "selector": {"app": "x"}}}
     paths = set(field_paths(body, schema_for("Service")))
-    assert ("f:spec", "f:ports", 'k:{"port":80}', "f:name") in paths
+    assert ("f:spec", "f:ports", 'k:{"port":80,"protocol":"TCP"}', "f:name") in paths  # TCP by default
     tree = to_fields_v1(paths)
-    assert "." in tree["f:spec"]["f:ports"]['k:{"port":80}']
+    assert "." in tree["f:spec"]["f:ports"]['k:{"port":80,"protocol":"TCP"}']
     assert set(from_fields_v1(tree)) - {()} >= paths
 
 
@@ -79,3 +79,19 @@ def test_field_manager_required_and_kind_checked(res: Resources) -> None:
         server_side_apply(res, CM, INFO, cm({}, {}), {})
     with pytest.raises(BadRequest, match="invalid object type"):
         server_side_apply(res, CM, INFO, {**cm({}, {}), "kind": "Secret"}, {"fieldManager": "m"})
+
+
+def test_service_ports_are_keyed_by_port_and_protocol(res: Resources) -> None:
+    assert SVC is not None
+    info = RequestInfo(
+        verb="patch", group="", version="v1", resource="services", namespace="default", name="dns"
+    )
+    ports = [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53}]
+    body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "dns"}, "spec": {"ports": ports}}
+    created = server_side_apply(res, SVC, info, body, {"fieldManager": "m"})[0]
+    assert [(p["port"], p["protocol"]) for p in created["spec"]["ports"]] == [(53, "UDP"), (53, "TCP")]
+    body["spec"]["ports"] = [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 5353}]
+    out = server_side_apply(res, SVC, info, body, {"fieldManager": "m"})[0]
+    assert [(p["port"], p["protocol"], p["targetPort"]) for p in out["spec"]["ports"]] == [(53, "UDP", 5353)]
+    fields = out["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:ports"]
+    assert list(fields) == ['k:{"port":53,"protocol":"UDP"}']
