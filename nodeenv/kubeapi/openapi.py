@@ -40,7 +40,7 @@ def _field_schema(f: Field) -> dict[str, Any]:
         if f.key:
             s["x-kubernetes-patch-merge-key"] = f.key
             s["x-kubernetes-list-type"] = "map"
-            s["x-kubernetes-list-map-keys"] = [f.key]
+            s["x-kubernetes-list-map-keys"] = list(f.ssa_keys)
         else:
             s["x-kubernetes-list-type"] = "set"
         return s
