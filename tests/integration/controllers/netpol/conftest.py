@@ -19,6 +19,7 @@ from controllers.netpol.ovn_apply import PolicyNorthbound
 from controllers.netpol.translate import Desired, Member
 from controllers.resources import ContainerPort
 from nodeenv.cni_component import CniComponent
+from nodeenv.daemons import DaemonError
 from nodeenv.node import Node
 from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods, pod_ip
 from tests.integration.controllers.netpol.traffic import EchoServers
@@ -43,7 +44,12 @@ def cni_agent(ovn_node: Node) -> Iterator[Agent]:
         yield Agent(ovn_node, CniComponent(cluster_cidr=CLUSTER_CIDR), env, conflist)
         return
     component = CniComponent(cluster_cidr=CLUSTER_CIDR)
-    env = component.start(ovn_node)
+    _drop_stale_management_port(ovn_node, component)
+    try:
+        env = component.start(ovn_node)
+    except DaemonError as e:
+        log = ovn_node.path("prismnet", "agent.log")
+        pytest.fail(f"{e}; agent log: {log.read_text()[-2000:] if log.exists() else '(none)'}")
     ovn_node.endpoints.update(env)
     conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
     conflist["plugins"] = conflist["plugins"][:1]
@@ -55,6 +61,19 @@ def cni_agent(ovn_node: Node) -> Iterator[Agent]:
         component.cleanup(ovn_node)
         for key in env:
             ovn_node.endpoints.pop(key, None)
+
+
+def _drop_stale_management_port(node: Node, component: CniComponent) -> None:
+    """An agent stopped earlier in this session by another test's fixture (CniComponent.cleanup)
+    leaves its management port in OVSDB without the device; ovs-vswitchd then never recreates the
+    device and the next agent fails to start. This session's own node: drop the stale port so the
+    agent adds it afresh. (Reported to the CNI component's owner.)"""
+    ifname = component.settings(node).management_if
+    if not Path(f"/sys/class/net/{ifname}").exists():
+        db = node.endpoints["OVS_DB"]
+        subprocess.run(
+            ["ovs-vsctl", f"--db={db}", "--timeout=10", "--if-exists", "del-port", ifname], check=True
+        )
 
 
 @dataclass
