@@ -12,6 +12,7 @@ there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from controllers.fiberlb.annotations import ServiceConfigError
@@ -24,15 +25,25 @@ class BackendError(ServiceConfigError):
     reason: ClassVar[str] = "BackendError"
 
 
+@dataclass(frozen=True, slots=True)
+class Applied:
+    id: str = ""
+    """The backend's id of the load balancer ('' when it has none)."""
+    external_ip: str = ""
+    """The IP it answers on, when the backend chose it ('' otherwise)."""
+
+
 class Backend(Protocol):
     name: str
     programs_cluster_ips: bool
     """True when ClusterIP Services are programmed too (the ovn backend)."""
     shares_ips: bool
     """True when two Services' load balancers may answer on one IP (disjoint ports)."""
+    allocates_ips: bool
+    """True when the backend picks an external IP itself if none is given (FiberLB's own pool)."""
 
-    def apply(self, desired: DesiredLB) -> str:
-        """Make the backend match `desired`; returns the backend's id for it ('' if none)."""
+    def apply(self, desired: DesiredLB) -> Applied:
+        """Make the backend match `desired` (no external IP in `desired.vips`: the backend picks one)."""
 
     def delete(self, service: str, uid: str) -> None:
         """Remove everything programmed for the Service `namespace/name`."""

@@ -17,8 +17,9 @@ from typing import Any
 import grpc
 
 from controllers.fiberlb.annotations import HealthCheck, ServiceConfigError
-from controllers.fiberlb.backend import BackendError
+from controllers.fiberlb.backend import Applied, BackendError
 from controllers.fiberlb.desired import DesiredLB, Listener
+from controllers.fiberlb.ippool import RequestedIPUnavailable
 from protos import fiberlb_pb2, fiberlb_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ class GrpcBackend:
     programs_cluster_ips = False
     shares_ips = False
     """FiberLB has one load balancer per external IP."""
+    allocates_ips = True
+    """CreateLoadBalancer with no external_ip allocates from FiberLB's pool (the spec)."""
 
     def __init__(self, endpoint: str, org_id: str = "", project_id: str = "") -> None:
         self.endpoint, self.org_id, self.project_id = endpoint, org_id, project_id
@@ -102,7 +105,7 @@ class GrpcBackend:
                 return lb
         return None
 
-    def apply(self, desired: DesiredLB) -> str:
+    def apply(self, desired: DesiredLB) -> Applied:
         bad = sorted({x.protocol for x in desired.listeners} - {"TCP", "UDP"})
         if bad:
             raise UnsupportedProtocol(f"FiberLB listeners speak TCP and UDP only, not {', '.join(bad)}")
@@ -115,16 +118,23 @@ class GrpcBackend:
             self._delete_lb(desired.service, lb.id)
             lb = None
         if lb is None:
-            lb = self._call(
-                "CreateLoadBalancer",
-                fiberlb_pb2.CreateLoadBalancerRequest(
-                    name=desired.service, description=f"{DESCRIPTION} uid={desired.uid}", external_ip=ip,
-                    org_id=self.org_id, project_id=self.project_id,
-                ),
-            )  # fmt: skip
-            self._ids[desired.service] = lb.id
+            lb = self._create(desired, ip)
         self._sync_listeners(lb, desired)
-        return str(lb.id)
+        return Applied(str(lb.id), str(lb.external_ip))
+
+    def _create(self, desired: DesiredLB, ip: str) -> Any:
+        request = fiberlb_pb2.CreateLoadBalancerRequest(
+            name=desired.service, description=f"{DESCRIPTION} uid={desired.uid}", external_ip=ip,
+            org_id=self.org_id, project_id=self.project_id,
+        )  # fmt: skip
+        try:
+            lb = self._stub.CreateLoadBalancer(request, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as e:
+            if ip and e.code() == grpc.StatusCode.ALREADY_EXISTS:  # the name was not found: the IP is taken
+                raise RequestedIPUnavailable(f"FiberLB refused external IP {ip}: {e.details()}") from e
+            raise BackendError(f"FiberLB CreateLoadBalancer failed: {e.code().name}: {e.details()}") from e
+        self._ids[desired.service] = lb.id
+        return lb
 
     def _sync_listeners(self, lb: Any, desired: DesiredLB) -> None:
         health = _health(desired.options.health_check)

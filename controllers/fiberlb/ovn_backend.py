@@ -25,7 +25,7 @@ from typing import Any
 from ovsdbapp.backend.ovs_idl import command, connection, idlutils  # type: ignore[import-untyped]
 from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
 
-from controllers.fiberlb.backend import BackendError
+from controllers.fiberlb.backend import Applied, BackendError
 from controllers.fiberlb.desired import DesiredLB, Listener
 
 log = logging.getLogger(__name__)
@@ -268,6 +268,7 @@ class OvnBackend:
     name = "ovn"
     programs_cluster_ips = True
     shares_ips = True
+    allocates_ips = False
 
     def __init__(self, api: Any) -> None:
         self._api = api
@@ -278,7 +279,7 @@ class OvnBackend:
     def connect(cls, remote: str) -> OvnBackend:
         return cls(connect_nb(remote))
 
-    def apply(self, desired: DesiredLB) -> str:
+    def apply(self, desired: DesiredLB) -> Applied:
         probes: Probes = ({}, {})
         if desired.options.health_check is not None:
             ips = {b.ip for lst in desired.listeners for b in lst.backends}
@@ -290,7 +291,7 @@ class OvnBackend:
         if changes:
             self.nb_writes += 1
             log.info("programmed %s (%d column changes)", desired.service, changes)
-        return ""
+        return Applied()
 
     def delete(self, service: str, uid: str) -> None:
         try:

@@ -29,8 +29,8 @@ from controllers.fiberlb.annotations import (
     LbOptions,
     ServiceConfigError,
 )
-from controllers.fiberlb.backend import Backend, BackendError
-from controllers.fiberlb.desired import NoPorts, desired_lb
+from controllers.fiberlb.backend import Applied, Backend, BackendError
+from controllers.fiberlb.desired import DesiredLB, NoPorts, desired_lb
 from controllers.fiberlb.ippool import IpPool, PoolExhausted, Request, RequestedIPUnavailable
 from controllers.fiberlb.settings import FiberlbSettings
 from controllers.fiberlb.status import FINALIZER, ServiceWriter
@@ -205,28 +205,42 @@ class Reconciler:
                 raise NoPorts(f"Service {svc.key} has no ports: nothing to load-balance")
             if (patched := await self.writer.add_finalizer(svc)) is not None:
                 svc, obj = Service.from_dict(patched), patched
-            ip = self._allocate(svc, opts)
+            ip = self._chosen_by_backend(svc, opts) if self._backend_allocates else self._allocate(svc, opts)
         except ServiceConfigError as e:
             await self._refuse(svc, obj, e)
             return
-        vips = (
-            [ip, svc.cluster_ip] if self.backend.programs_cluster_ips and self.settings.cluster_ips else [ip]
-        )
+        vips = [ip] if ip else []
+        if self.backend.programs_cluster_ips and self.settings.cluster_ips:
+            vips.append(svc.cluster_ip)
         try:
-            lb_id = await self._backend(self.backend.apply, desired_lb(svc, self._slices(svc), vips, opts))
+            applied = await self._apply(desired_lb(svc, self._slices(svc), vips, opts))
         except BackendError as e:
             await self._refuse(svc, obj, e, event=False)  # the machinery records it with the retry
             raise ReconcileError(e.reason, str(e), regarding=_ref(obj)) from e
         except ServiceConfigError as e:  # the backend cannot do what the Service asks: no retry loop
             await self._refuse(svc, obj, e)
             return
-        if isinstance(lb_id, str) and lb_id:  # the spec keeps the FiberLB id on the Service
-            patched = await self.writer.set_annotation(svc, LOAD_BALANCER_ID, lb_id)
+        ip = applied.external_ip or ip
+        if applied.id:  # the spec keeps the FiberLB id on the Service
+            patched = await self.writer.set_annotation(svc, LOAD_BALANCER_ID, applied.id)
             svc = Service.from_dict(patched) if patched is not None else svc
         fresh = ip not in svc.ingress_ips
         await self.writer.set_status(svc, [ip], True, "Ready", f"{self.backend.name} load balancer on {ip}")
         if fresh and self.events is not None:
             await self.events.record(_ref(obj), "Normal", "IPAllocated", "Allocate", f"external IP {ip}")
+
+    async def _apply(self, desired: DesiredLB) -> Applied:
+        result = await self._backend(self.backend.apply, desired)
+        return result if isinstance(result, Applied) else Applied()
+
+    @property
+    def _backend_allocates(self) -> bool:
+        """No --external-ip-pool and a backend with a pool of its own (FiberLB): it picks the IPs."""
+        return self.pool.size == 0 and self.backend.allocates_ips
+
+    def _chosen_by_backend(self, svc: Service, opts: LbOptions) -> str:
+        """The IP to ask the backend for: the requested one, else the one the Service has ('' = any)."""
+        return opts.requested_ip or (svc.ingress_ips[0] if svc.ingress_ips else "")
 
     def _allocate(self, svc: Service, opts: LbOptions) -> str:
         req = self._request(svc, opts)

@@ -19,7 +19,8 @@ BACKENDS = ("ovn", "fiberlb")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FiberlbSettings:
     external_ip_pool: str = ""
-    """Comma-separated CIDRs and/or first-last ranges."""
+    """Comma-separated CIDRs and/or first-last ranges (optional with the fiberlb backend: empty lets
+    FiberLB allocate from its own pool, as CreateLoadBalancer does without external_ip)."""
     load_balancer_class: str = LB_CLASS
     default_class: bool = False
     """Also take LoadBalancer Services that name no class (k3s, with servicelb disabled)."""
@@ -53,7 +54,7 @@ class FiberlbSettings:
     def validate(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
-        if not parse_pools(self.external_ip_pool):
+        if not parse_pools(self.external_ip_pool) and self.backend != "fiberlb":
             raise ValueError("--external-ip-pool is required (CIDRs or first-last ranges, comma-separated)")
         if not 0 <= self.debounce <= 60:
             raise ValueError("--debounce must be between 0 and 60 seconds")

@@ -240,3 +240,29 @@ async def test_backend_errors_are_retried_and_reported(
         assert await until(lambda: admin.events("web", "BackendError"), bool)
     finally:
         await ctrl.stop()
+
+
+async def test_without_a_pool_fiberlb_allocates_and_the_ip_stays(
+    kube_api: Any, admin: Admin, fiberlb: FakeServer
+) -> None:
+    argv = ["--leader-elect=false", "--backend", "fiberlb", "--fiberlb-endpoint", fiberlb.endpoint]
+    ctrl = await RunningController(kube_api, argv).start()
+    try:
+        await admin.create(service("web"))
+        ip = await ip_of(admin, "web")
+        assert ip.startswith("203.0.113.")  # FiberLB's own pool (CreateLoadBalancer without external_ip)
+    finally:
+        await ctrl.stop()
+    fiberlb.fake.lbs.clear()  # FiberLB lost it meanwhile: recreated on the same IP, not a new one
+    fiberlb.fake.listeners.clear()
+    fiberlb.fake.pools.clear()
+    ctrl = await RunningController(kube_api, argv).start()
+    try:
+        lbs = await until(lambda: _lbs(fiberlb), bool)
+        assert [lb.external_ip for lb in lbs] == [ip] and ingress(await admin.get("web")) == [ip]
+    finally:
+        await ctrl.stop()
+
+
+async def _lbs(fiberlb: FakeServer) -> list[Any]:
+    return list(fiberlb.fake.lbs.values())

@@ -11,6 +11,7 @@ from controllers.fiberlb.annotations import HealthCheck, LbOptions
 from controllers.fiberlb.backend import BackendError
 from controllers.fiberlb.desired import Backend, DesiredLB, Listener
 from controllers.fiberlb.grpc_backend import GrpcBackend, UnsupportedProtocol
+from controllers.fiberlb.ippool import RequestedIPUnavailable
 from tests.integration.controllers.fiberlb.fake_fiberlb import FakeFiberLB, FakeServer
 
 
@@ -32,7 +33,7 @@ def desired(ips: list[str], ip: str = "192.168.100.5", options: LbOptions | None
             protocol: str = "TCP") -> DesiredLB:  # fmt: skip
     members = tuple(Backend(i, 8080) for i in ips)
     return DesiredLB(
-        service="ns/web", uid="u1", namespace="ns", vips=(ip,), options=options or LbOptions(),
+        service="ns/web", uid="u1", namespace="ns", vips=(ip,) if ip else (), options=options or LbOptions(),
         listeners=(Listener(name="http", protocol=protocol, port=80, backends=members),
                    Listener(name="dns", protocol="UDP", port=53, backends=members)),
     )  # fmt: skip
@@ -47,7 +48,7 @@ def pools_of(fake: FakeFiberLB) -> dict[tuple[str, int], list[str]]:
 
 def test_create_update_delete(server: FakeServer, backend: GrpcBackend) -> None:
     fake = server.fake
-    lb_id = backend.apply(desired(["10.0.0.1", "10.0.0.2"], options=LbOptions(algorithm="least-conn")))
+    lb_id = backend.apply(desired(["10.0.0.1", "10.0.0.2"], options=LbOptions(algorithm="least-conn"))).id
     (lb,) = fake.lbs.values()
     assert (lb.id, lb.name, lb.external_ip, lb.org_id, lb.project_id) == (
         lb_id, "ns/web", "192.168.100.5", "org-1", "p-1",
@@ -76,24 +77,36 @@ def test_create_update_delete(server: FakeServer, backend: GrpcBackend) -> None:
 
 
 def test_a_restarted_controller_adopts_by_name_and_by_id(server: FakeServer, backend: GrpcBackend) -> None:
-    lb_id = backend.apply(desired(["10.0.0.1"]))
+    lb_id = backend.apply(desired(["10.0.0.1"])).id
     fresh = GrpcBackend(server.endpoint, org_id="org-1", project_id="p-1")
     try:
         assert fresh.services() == {"ns/web"}
-        assert fresh.apply(desired(["10.0.0.1", "10.0.0.2"])) == lb_id  # by name: no duplicate
+        assert fresh.apply(desired(["10.0.0.1", "10.0.0.2"])).id == lb_id  # by name: no duplicate
         assert len(server.fake.lbs) == 1
         server.fake.calls.clear()
         annotated = LbOptions(load_balancer_id=lb_id)
-        assert GrpcBackend(server.endpoint).apply(desired(["10.0.0.2"], options=annotated)) == lb_id
+        assert GrpcBackend(server.endpoint).apply(desired(["10.0.0.2"], options=annotated)).id == lb_id
         assert "ListLoadBalancers" not in server.fake.calls  # found through the annotation's id
     finally:
         fresh.close()
 
 
 def test_a_new_external_ip_recreates_the_load_balancer(server: FakeServer, backend: GrpcBackend) -> None:
-    old = backend.apply(desired(["10.0.0.1"]))
-    new = backend.apply(desired(["10.0.0.1"], ip="192.168.100.6"))
+    old = backend.apply(desired(["10.0.0.1"])).id
+    new = backend.apply(desired(["10.0.0.1"], ip="192.168.100.6")).id
     assert new != old and [lb.external_ip for lb in server.fake.lbs.values()] == ["192.168.100.6"]
+
+
+def test_fiberlb_allocates_when_no_ip_is_given_and_refuses_a_taken_one(
+    server: FakeServer, backend: GrpcBackend
+) -> None:
+    got = backend.apply(desired(["10.0.0.1"], ip=""))
+    assert got.external_ip.startswith("203.0.113.")  # the server's own pool
+    assert backend.apply(desired(["10.0.0.2"], ip="")).external_ip == got.external_ip  # kept
+    other = DesiredLB(service="ns/other", uid="u2", namespace="ns", vips=(got.external_ip,), listeners=(),
+                      options=LbOptions())  # fmt: skip
+    with pytest.raises(RequestedIPUnavailable, match="refused external IP"):
+        backend.apply(other)
 
 
 def test_errors_carry_the_status_code(server: FakeServer, backend: GrpcBackend) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controllers.fiberlb.annotations import LbOptions
+from controllers.fiberlb.backend import Applied
 from controllers.fiberlb.desired import DesiredLB
 from controllers.fiberlb.ippool import IpPool
 from controllers.fiberlb.reconcile import SLICES_BY_SERVICE, Reconciler, slice_service_key
@@ -21,13 +22,14 @@ class FakeBackend:
     name = "fake"
     programs_cluster_ips = True
     shares_ips = True
+    allocates_ips = False
 
     def __init__(self) -> None:
         self.applied: dict[str, DesiredLB] = {}
 
-    def apply(self, desired: DesiredLB) -> str:
+    def apply(self, desired: DesiredLB) -> Applied:
         self.applied[desired.service] = desired
-        return ""
+        return Applied()
 
     def delete(self, service: str, uid: str) -> None:
         self.applied.pop(service, None)
@@ -104,7 +106,7 @@ async def test_a_protocol_the_backend_refuses_is_reported_not_retried() -> None:
     from controllers.fiberlb.grpc_backend import UnsupportedProtocol
 
     class SctpRefusing(FakeBackend):
-        def apply(self, desired: DesiredLB) -> str:
+        def apply(self, desired: DesiredLB) -> Applied:
             raise UnsupportedProtocol("FiberLB listeners speak TCP and UDP only, not SCTP")
 
     rec, _, writer = make([lb("sctp", [{"port": 9, "protocol": "SCTP"}])])
