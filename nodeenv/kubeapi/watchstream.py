@@ -75,12 +75,14 @@ async def serve(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
     ns = info.namespace or None
     if since is not None:
         exact_rv(st.store, str(since), None)  # 504 Too large resource version, before the stream starts
+    if initial_end:
+        since = None  # the initial events are the current state (NotOlderThan the given version)
     expired: ApiError | None = None
     try:
         w = st.store.watch(st.views.storage(kind), ns, sel, since)
     except ApiError as e:
         expired, w = e, None
-    snapshot = st.store.list(st.views.storage(kind), ns, sel) if (since is None or initial_end) and w else []
+    snapshot = st.store.list(st.views.storage(kind), ns, sel) if since is None and w else []
     snapshot_rv = st.store.rv
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     resp.enable_chunked_encoding()
