@@ -10,32 +10,16 @@ node.env gains EXTERNAL_IP_POOL and FIBERLB_METRICS.
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import urllib.error
-import urllib.request
 
-from nodeenv.cni_component import CniComponent
+from nodeenv.cni_component import CniComponent, _free_port
 from nodeenv.daemons import start_foreground, wait_for
 from nodeenv.fiberlb_routes import delete_host_routes, ensure_host_routes, pool_prefixes
 from nodeenv.node import Node
+from nodeenv.webhook_component import _ready  # GET /readyz on a loopback port
 
 DEFAULT_POOL = "198.51.100.0/24"
 DEFAULT_SERVICE_CIDR = "10.96.0.0/16"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 class FiberlbComponent:

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controllers.fiberlb.ovn_backend import OvnBackend
+from controllers.machinery import NAMESPACES
 from nodeenv.cni_component import CniComponent, _listening
 from nodeenv.daemons import stop
 from nodeenv.fiberlb_routes import delete_host_routes, ensure_host_routes
 from nodeenv.node import Node
 from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods
+from tests.integration.controllers.fiberlb.controller_harness import Admin
+from tests.integration.controllers.fiberlb.fake_fiberlb import FakeServer
 from tests.integration.controllers.fiberlb.netns_traffic import Servers
 
 EXTERNAL_POOL = "192.168.240.0/28"
@@ -65,6 +69,22 @@ def servers() -> Iterator[Servers]:
     s = Servers()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def fiberlb() -> Iterator[FakeServer]:
+    s = FakeServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+async def admin(kube_api: Any) -> AsyncIterator[Admin]:
+    a = await Admin.connect(kube_api)
+    if kube_api.get("namespaces", "", "kube-system") is None:
+        await a.client.create(NAMESPACES, {"metadata": {"name": "kube-system"}})
+    yield a
+    await a.close()
 
 
 @pytest.fixture

@@ -5,11 +5,9 @@ restart, bad input."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
-import pytest
 
 from controllers.machinery import SERVICES
 from tests.integration.controllers.fiberlb.controller_harness import (
@@ -26,20 +24,6 @@ from tests.integration.controllers.fiberlb.fake_fiberlb import FakeServer
 
 P = "fiberlb.plasmacloud.io/"
 FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
-
-
-@pytest.fixture
-def fiberlb() -> Iterator[FakeServer]:
-    s = FakeServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-async def admin(kube_api: Any) -> AsyncIterator[Admin]:
-    a = await Admin.connect(kube_api)
-    yield a
-    await a.close()
 
 
 def flags(fiberlb: FakeServer, pool: str = "192.168.100.10-192.168.100.19", *extra: str) -> list[str]:

@@ -3,7 +3,7 @@ shared IPs, ClusterIP Services, cleanup (traffic through these rows: test_ovn_tr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,13 +31,6 @@ def nb(ovn_node: Node) -> Iterator[OvnBackend]:
     for svc in backend.services() - before:
         backend.delete(svc, "")
     backend.close()
-
-
-@pytest.fixture
-async def admin(kube_api: Any) -> AsyncIterator[Admin]:
-    a = await Admin.connect(kube_api)
-    yield a
-    await a.close()
 
 
 async def rows(nb: OvnBackend, key: str, check: Any) -> Any:

@@ -4,7 +4,6 @@ request refused."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,6 @@ RBAC: dict[str, Kind] = {"ClusterRole": CLUSTER_ROLES, "ClusterRoleBinding": CLU
 @pytest.fixture
 def kube_api_config() -> ApiConfig:
     return ApiConfig(bookmark_interval=1.0, enforce_rbac=True)
-
-
-@pytest.fixture
-def fiberlb() -> Iterator[FakeServer]:
-    s = FakeServer()
-    yield s
-    s.stop()
 
 
 async def test_the_manifests_rbac_is_enough(kube_api: Any, fiberlb: FakeServer) -> None:

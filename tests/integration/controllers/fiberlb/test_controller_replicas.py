@@ -3,12 +3,8 @@ never writes; when the leader stops, the follower takes over and no IP moves."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import pytest
-
-from controllers.machinery import NAMESPACES
 from tests.integration.controllers.fiberlb.controller_harness import (
     SA_USER,
     Admin,
@@ -21,22 +17,6 @@ from tests.integration.controllers.fiberlb.fake_fiberlb import FakeServer
 
 REPLICA_B = SA_USER + "-replica-b"  # its own identity, so its requests can be told apart
 WRITES = {"create", "update", "patch", "delete"}
-
-
-@pytest.fixture
-def fiberlb() -> Iterator[FakeServer]:
-    s = FakeServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-async def admin(kube_api: Any) -> AsyncIterator[Admin]:
-    a = await Admin.connect(kube_api)
-    if kube_api.get("namespaces", "", "kube-system") is None:
-        await a.client.create(NAMESPACES, {"metadata": {"name": "kube-system"}})
-    yield a
-    await a.close()
 
 
 def service_writes(kube_api: Any, user: str) -> list[Any]:

@@ -16,10 +16,8 @@ from tests.integration.controllers.fiberlb.fake_fiberlb import FakeFiberLB, Fake
 
 
 @pytest.fixture
-def server() -> Iterator[FakeServer]:
-    s = FakeServer()
-    yield s
-    s.stop()
+def server(fiberlb: FakeServer) -> FakeServer:
+    return fiberlb
 
 
 @pytest.fixture
