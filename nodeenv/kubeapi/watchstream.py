@@ -109,23 +109,28 @@ async def serve(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
 
 
 async def _pump(stream: _Stream, st: ApiState, w: Watch, timeout: float, bookmarks: bool) -> None:
+    """Events until the deadline; a BOOKMARK every interval, idle or busy. Idle (queue empty) the
+    bookmark carries the store's resourceVersion; busy, the version of the last event sent, so a
+    client resuming from it never skips an event still queued."""
     deadline = time.monotonic() + timeout
     interval = st.config.bookmark_interval
     next_bookmark = time.monotonic() + interval
+    last_sent = 0
     while True:
         now = time.monotonic()
         if now >= deadline:
             return
-        wait = deadline - now
-        if bookmarks:
-            wait = min(wait, max(0.0, next_bookmark - now))
+        if bookmarks and now >= next_bookmark:
+            rv = st.store.rv if w.queue.empty() else last_sent
+            if rv:
+                await stream.bookmark(rv)
+            next_bookmark = now + interval
+        wait = min(deadline, next_bookmark) - now if bookmarks else deadline - now
         try:
-            item = await asyncio.wait_for(w.queue.get(), wait)
+            item = await asyncio.wait_for(w.queue.get(), max(0.0, wait))
         except TimeoutError:
-            if bookmarks and time.monotonic() >= next_bookmark:
-                await stream.bookmark(st.store.rv)
-                next_bookmark = time.monotonic() + interval
             continue
         if item is None:
             return
         await stream.send(*item)
+        last_sent = int(item[1]["metadata"]["resourceVersion"])

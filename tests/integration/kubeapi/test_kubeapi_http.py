@@ -3,6 +3,7 @@ bookmarks, legacy watch paths, discovery documents, authentication."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -152,3 +153,26 @@ async def test_watch_ends_after_timeout_seconds(http: Http) -> None:
     async with http.s.get(url, headers=http.auth, ssl=http.ssl) as r:
         lines = [line async for line in r.content]  # the server ends the stream; no client timeout
     assert lines == []
+
+
+async def test_bookmarks_also_on_a_busy_watch_and_never_ahead_of_events(
+    http: Http, kube_api: KubeApiHandle
+) -> None:
+    async def writer() -> None:
+        for i in range(30):
+            await http.call("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": f"c{i}"}})
+            await asyncio.sleep(0.08)
+
+    task = asyncio.create_task(writer())
+    rv = kube_api.resource_version
+    events = await http.stream(
+        f"/api/v1/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion={rv}", 25
+    )
+    await task
+    kinds = [e["type"] for e in events]
+    assert "BOOKMARK" in kinds and kinds.count("ADDED") >= 20
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    for i, e in enumerate(events):
+        if e["type"] == "BOOKMARK":  # every event after a bookmark is newer than it
+            assert all(v > versions[i] for v in versions[i + 1 :] if v != versions[i])
+            assert all(v <= versions[i] for v in versions[:i])
