@@ -6,6 +6,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from prometheus_client import Gauge
+
 from controllers.fiberlb.backend import Backend
 from controllers.fiberlb.ippool import IpPool
 from controllers.fiberlb.reconcile import SLICES_BY_SERVICE, Reconciler, slice_service_key
@@ -28,6 +30,16 @@ def make_backend(s: FiberlbSettings) -> Backend:
     return OvnBackend.connect(s.ovn_nb_db)
 
 
+def pool_metrics(ctx: AppContext, rec: Reconciler) -> None:
+    """fiberlb_external_ips{state="in_use"|"total"} and fiberlb_services_waiting_for_ip, read at scrape."""
+    ips = Gauge("fiberlb_external_ips", "External IPs of the pools", ["state"], registry=ctx.metrics.registry)
+    ips.labels("in_use").set_function(lambda: rec.pool.in_use())
+    ips.labels("total").set_function(lambda: rec.pool.size)
+    waiting = Gauge("fiberlb_services_waiting_for_ip", "Services of our class waiting for an external IP",
+                    registry=ctx.metrics.registry)  # fmt: skip
+    waiting.set_function(lambda: len(rec.pending))
+
+
 async def setup(ctx: AppContext) -> None:
     s = FiberlbSettings.from_args(ctx.args)
     backend = await asyncio.to_thread(make_backend, s)
@@ -40,6 +52,7 @@ async def setup(ctx: AppContext) -> None:
     )  # fmt: skip
     ctrl = ctx.controller("fiberlb", rec.reconcile, lookup=services.store.get_by_key)
     rec.requeue = ctrl.enqueue
+    pool_metrics(ctx, rec)
 
     def endpoints_changed(obj: KubeObject) -> None:  # coalesced over --debounce
         for key in slice_service_key(obj):

@@ -86,6 +86,13 @@ async def test_lifecycle_create_update_churn_delete(kube_api: Any, admin: Admin,
     assert ("patch", "services", "status") in used and ("update", "services", "") not in used
 
 
+def _scrape(port: int | None) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
 async def _async(value: Any) -> Any:
     return value
 
@@ -113,13 +120,18 @@ async def test_only_our_class(kube_api: Any, admin: Admin, fiberlb: FakeServer) 
 async def test_exhaustion_event_condition_then_ip_when_one_frees(
     kube_api: Any, admin: Admin, fiberlb: FakeServer
 ) -> None:
-    ctrl = await RunningController(kube_api, flags(fiberlb, "192.168.100.10-192.168.100.11")).start()
+    argv = [*flags(fiberlb, "192.168.100.10-192.168.100.11"), "--metrics-address", "127.0.0.1:0"]
+    ctrl = await RunningController(kube_api, argv).start()
     try:
         for name in ("a", "b"):
             await admin.create(service(name))
             await ip_of(admin, name)
         await admin.create(service("c"))
         svc = await until(lambda: admin.get("c"), lambda s: condition(s) is not None)
+        metrics = await asyncio.to_thread(_scrape, ctrl.app.metrics_port)
+        assert 'fiberlb_external_ips{state="in_use"} 2.0' in metrics
+        assert 'fiberlb_external_ips{state="total"} 2.0' in metrics
+        assert "fiberlb_services_waiting_for_ip 1.0" in metrics
         assert condition(svc)["status"] == "False" and condition(svc)["reason"] == "IPPoolExhausted"  # type: ignore[index]
         assert "2 of 2 in use" in condition(svc)["message"]  # type: ignore[index]
         assert await until(lambda: admin.events("c", "IPPoolExhausted"), bool)
