@@ -18,7 +18,10 @@ from nodeenv.daemons import is_alive
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_stack import OvnStack, missing_prerequisites
 
-pytest_plugins = ["tests.kubeapi_fixture"]  # the `kube_api` fixture: the Kubernetes API double
+pytest_plugins = [
+    "tests.kubeapi_fixture",  # the `kube_api` fixture: the Kubernetes API double
+    "tests.rbac_coverage",  # controllers' recorded requests checked against daemonsets/ RBAC
+]
 
 
 def require_root() -> None:

@@ -33,7 +33,8 @@ def test_suite_program_accepts_the_manifest_flags_and_env(
     case: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     workload, container = case
-    program, *argv = [*container["command"], *(container.get("args") or [])]
+    command: list[str] = [*container["command"], *(container.get("args") or [])]
+    program, argv = command[0], command[1:]
     programs.parse(program, argv, container_env(workload, container))
 
 

@@ -225,7 +225,8 @@ def test_long_running_containers_have_probes_on_their_real_health_endpoints(w: O
         assert c.get("livenessProbe") and c.get("readinessProbe"), f"{ident(w)}/{c['name']}: probes"
         if "/" in (c.get("command") or ["/"])[0]:
             continue  # OVS/OVN daemons: exec probes through their control sockets
-        program, *argv = [*c["command"], *(c.get("args") or [])]
+        command: list[str] = [*c["command"], *(c.get("args") or [])]
+        program, argv = command[0], command[1:]
         health = programs.health(program, programs.parse(program, argv, container_env(w, c)))
         if health is None:
             continue
