@@ -61,14 +61,3 @@ def test_suite_entry_points_used_by_manifests_exist() -> None:
                 exe = (c.get("command") or [""])[0]
                 if exe and "/" not in exe:
                     assert exe in scripts, f"{path.name}: {c['name']} runs unknown program {exe}"
-
-
-def test_k3s_config_replaces_the_bundled_components() -> None:
-    cfg = _docs(DS / "k3s" / "config.yaml")[0]
-    assert {"servicelb", "traefik", "local-storage"} <= set(cfg["disable"])
-    assert cfg["flannel-backend"] == "none" and cfg["disable-network-policy"] is True
-    assert cfg["cluster-cidr"] == "10.244.0.0/16" and cfg["service-cidr"] == "10.96.0.0/12"
-    assert cfg["authentication-token-webhook-config-file"] == "/etc/k8shost/iam-webhook.yaml"
-    kubeconfig = _docs(DS / "k3s" / "iam-webhook.yaml")[0]
-    server = kubeconfig["clusters"][0]["cluster"]["server"]
-    assert server.startswith("https://") and server.endswith("/apis/iam.plasmacloud.io/v1/authenticate")
