@@ -19,6 +19,7 @@ and what is simplified:
   defaults.py     create-time defaulting (Pods, Secrets, ...)    protobuf.py   protobuf bodies kubectl sends
   metrics.py      /metrics                                        settings.py   the daemon's flags and env
   validation.py   ObjectMeta + EndpointSlice validation (422)  quota.py      opt-in ResourceQuota counts
+  strict.py       fieldValidation=Strict (top level, metadata)
   state.py        settings (ApiConfig), faults                   server.py     HTTPS server, threaded runner
   devpki.py       dev serving cert, kubeconfigs                  __main__.py   the daemon
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nodeenv.kubeapi import apply, reviews, tables, watchstream
+from nodeenv.kubeapi import apply, reviews, strict, tables, watchstream
 from nodeenv.kubeapi.audit import USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
@@ -74,13 +74,16 @@ async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
     body = await _body(request)
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
+    strict.check(kind, body, request.query)
     skind, stored = st.views.storage(kind), st.views.to_storage(kind, body)
     obj = st.resources.create(skind, info.namespace, stored, dry_run=dry_run(request.query))
     return _respond_obj(request, st, kind, obj, 201)
 
 
 async def update(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
-    body = st.views.to_storage(kind, await _body(request))
+    body = await _body(request)
+    strict.check(kind, body, request.query)
+    body = st.views.to_storage(kind, body)
     obj = st.resources.update(
         st.views.storage(kind), info.namespace, info.name, body,
         subresource=info.subresource, dry_run=dry_run(request.query),
@@ -98,7 +101,9 @@ async def patch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
         return _respond_obj(request, st, kind, obj, 201 if created else 200)
     skind = st.views.storage(kind)
     current = st.resources.get(skind, info.namespace, info.name)
-    patched = st.views.to_storage(kind, apply_patch(ctype, st.views.present(kind, current), body, kind.kind))
+    patched = apply_patch(ctype, st.views.present(kind, current), body, kind.kind)
+    strict.check(kind, patched, q)
+    patched = st.views.to_storage(kind, patched)
     meta = patched.get("metadata")
     if not isinstance(meta, dict):
         patched["metadata"] = meta = {}

@@ -4,8 +4,8 @@ Simplified: protobuf request bodies (`application/vnd.kubernetes.protobuf`, whic
 generators send) are decoded only for the kinds in protobuf.py (namespace, configmap, secret,
 serviceaccount, the self reviews); others (e.g. `kubectl create service`) get 415.
 `kubectl create -f` / `apply -f` and every JSON client work. Responses are always JSON.
-Not modelled: schema validation — unknown or mistyped fields are stored as sent, also with
-`fieldValidation=Strict` (the real server answers 400 `strict decoding error: unknown field`).
+Not modelled: schema validation below the top level and metadata — unknown or mistyped fields
+there are stored as sent (strict.py checks the top level and metadata).
 """
 
 from __future__ import annotations

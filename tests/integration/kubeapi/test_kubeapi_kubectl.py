@@ -208,3 +208,14 @@ def test_generators_send_protobuf_bodies(kube_api: KubeApiHandle) -> None:
     refused = kubectl(kube_api, "create", "service", "clusterip", "x", "--tcp=80:80", check=False)
     assert "does not decode protobuf Service" in refused  # a clear 415, nothing stored
     assert kube_api.get("services", "default", "x") is None
+
+
+def test_strict_field_validation_refuses_a_typo(kube_api: KubeApiHandle, tmp_path: Path) -> None:
+    typo = SERVICE.replace("spec:", "spce:").replace("  labels: {app: web}", "  labelz: {app: web}")
+    out = kubectl(kube_api, "apply", "-f", "-", stdin=typo, check=False)
+    assert "strict decoding error:" in out
+    assert 'unknown field "metadata.labelz"' in out and 'unknown field "spce"' in out
+    assert kube_api.get("services", "default", "web") is None
+    # kubectl patch sends no fieldValidation: the default (Warn) accepts, as on the real server
+    patched = kubectl(kube_api, "patch", "svc", "kubernetes", "--type=merge", "-p", '{"sepc":{}}')
+    assert "patched" in patched

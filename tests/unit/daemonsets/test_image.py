@@ -2,12 +2,14 @@
 
 No container engine runs on these machines, so the image is not built here; these tests
 check the recipe against the repository and against Debian: every COPY source exists, every
-OVS/OVN program the manifests call is shipped by a package the image installs (asked of
-dpkg on this Debian machine), and the suite's programs come from the installed package."""
+OVS/OVN program the manifests call (commands, scripts, exec probes) and every program the suite's
+code executes (mount, mkfs, losetup, iptables, ...) is shipped by a package the image installs
+(asked of dpkg on this Debian machine), and the suite's programs come from the installed package."""
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -43,9 +45,70 @@ def _containers() -> list[dict[str, Any]]:
 
 
 def _programs(container: dict[str, Any]) -> set[str]:
-    """OVS/OVN programs and absolute paths a container runs (its command and shell scripts)."""
-    words = " ".join([*container.get("command", []), *container.get("args", [])]).split()
-    return {w for w in words if w.startswith("/usr/") or re.fullmatch(r"(ovs|ovn)-[a-z-]+", w)}
+    """OVS/OVN programs and absolute paths a container runs (its command, shell scripts and exec probes)."""
+    probes = [
+        container.get(p, {}).get("exec", {}).get("command", []) for p in ("livenessProbe", "readinessProbe")
+    ]
+    argv = [*container.get("command", []), *container.get("args", []), *(w for p in probes for w in p)]
+    words = " ".join(argv).split()
+    return {
+        w for w in words if w.startswith(("/usr/", "/bin/")) or re.fullmatch(r"(ovs|ovn|ovsdb)-[a-z-]+", w)
+    }
+
+
+def _owners(paths: list[str]) -> dict[str, str]:
+    """path -> the Debian package shipping it (dpkg on this machine), through usrmerge's /bin -> /usr/bin
+    and alternatives' symlinks."""
+    out = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        candidates = {path, real, *(p.removeprefix("/usr") for p in (path, real) if p.startswith("/usr/"))}
+        found = subprocess.run(["dpkg", "-S", *sorted(candidates)], capture_output=True, text=True).stdout
+        owners = [
+            line.split(":")[0] for line in found.splitlines() if ": " in line and "diversion" not in line
+        ]
+        if owners:
+            out[path] = owners[0]
+    return out
+
+
+def _essential() -> set[str]:
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Package} ${Essential}\\n"], capture_output=True, text=True
+    )
+    return {line.split()[0] for line in out.stdout.splitlines() if line.endswith(" yes")}
+
+
+def _in_image(programs: set[str]) -> list[str]:
+    """The programs no package the image installs (or Debian's Essential set) ships."""
+    paths = {}
+    for program in programs:
+        path = program if program.startswith("/") else shutil.which(program)
+        assert path, f"{program} is not on this machine (make setup installs the same packages)"
+        paths[path] = program
+    shipped = _owners(list(paths))
+    packages = _apt_packages() | _essential()
+    return sorted(f"{p} ({shipped.get(path, 'no package')})" for path, p in paths.items()
+                  if shipped.get(path) not in packages)  # fmt: skip
+
+
+# Programs the suite's Python code executes (module: programs); each must be shipped in the image.
+CODE_RUNS = {
+    "csi/loopdev.py": {"losetup"},
+    "csi/backends/local.py": {"cp"},
+    "csi/mounts.py": {
+        "mount",
+        "umount",
+        "fsfreeze",
+        "mkfs.ext4",
+        "mkfs.xfs",
+        "blkid",
+        "resize2fs",
+        "xfs_growfs",
+        "e2fsck",
+    },
+    "cni/management.py": {"iptables"},
+}
 
 
 def test_every_copied_path_exists() -> None:
@@ -64,18 +127,21 @@ def test_every_package_the_suite_imports_is_copied() -> None:
 
 def test_ovs_and_ovn_programs_the_manifests_run_come_from_installed_packages() -> None:
     programs = {p for c in _containers() for p in _programs(c)}
-    assert {"ovs-vsctl", "ovn-controller", "/usr/share/ovn/scripts/ovn-ctl"} <= programs
-    paths = {}
-    for program in programs:
-        path = program if program.startswith("/") else shutil.which(program)
-        assert path, f"{program} is not on this machine (make setup installs the same packages)"
-        paths[path] = program
-    owners = subprocess.run(["dpkg", "-S", *paths], capture_output=True, text=True, check=True).stdout
-    shipped = {line.split(": ", 1)[1]: line.split(":")[0] for line in owners.splitlines()}
-    packages = _apt_packages()
-    for path, program in paths.items():
-        assert path in shipped, f"no Debian package ships {path}"
-        assert shipped[path] in packages, f"{program} comes from {shipped[path]}, not installed by the image"
+    assert {
+        "ovs-vsctl",
+        "ovn-controller",
+        "/usr/share/ovn/scripts/ovn-ctl",
+        "/usr/bin/ovn-northd",
+    } <= programs
+    assert _in_image(programs) == []
+
+
+def test_programs_the_suite_code_runs_are_in_the_image() -> None:
+    for module, programs in CODE_RUNS.items():
+        source = (ROOT / module).read_text()
+        for program in programs:
+            assert f'"{program}"' in source, f"{module} no longer runs {program}: update CODE_RUNS"
+    assert _in_image(set().union(*CODE_RUNS.values())) == []
 
 
 def test_suite_programs_come_from_the_installed_package() -> None:

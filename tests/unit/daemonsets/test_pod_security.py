@@ -173,6 +173,10 @@ def least_privilege_violations(w: Obj, needs: Needs) -> list[str]:
             out.append(f"{c['name']}: drop ALL first, then add what it needs")
         if not sc.get("privileged") and sc.get("allowPrivilegeEscalation") is not False:
             out.append(f"{c['name']}: allowPrivilegeEscalation must be false")
+        if _sc(pod_spec(w), c, "runAsNonRoot") and not _sc(pod_spec(w), c, "runAsUser"):
+            out.append(
+                f"{c['name']}: runAsNonRoot needs runAsUser (the image's user is root: kubelet refuses it)"
+            )
         if needs.read_only_root and not sc.get("readOnlyRootFilesystem"):
             out.append(f"{c['name']}: readOnlyRootFilesystem")
     return out

@@ -1,0 +1,79 @@
+"""`fieldValidation=Strict` (what kubectl sends by default) for the top level and metadata of every
+kind: an unknown field is 400 `<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding
+error: unknown field "<path>"`, as the apiserver's strict decoder answers. `Ignore` and `Warn` (the
+default for other clients) accept the object; Warn's `Warning` header is not sent.
+Simplified: fields below spec/status/data are not checked (no schemas, see openapi.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodeenv.kubeapi.errors import BadRequest
+from nodeenv.kubeapi.kinds import Kind
+
+META = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+    "ownerReferences", "finalizers", "managedFields",
+})  # fmt: skip
+_SPEC_STATUS = ("spec", "status")
+_CORE_EVENT = (
+    "involvedObject",
+    "reason",
+    "message",
+    "source",
+    "firstTimestamp",
+    "lastTimestamp",
+    "count",
+    "type",
+    "eventTime",
+    "series",
+    "action",
+    "related",
+    "reportingComponent",
+    "reportingInstance",
+)
+_EVENT_V1 = ("eventTime", "series", "reportingController", "reportingInstance", "action", "reason",
+             "regarding", "related", "note", "type", "deprecatedSource", "deprecatedFirstTimestamp",
+             "deprecatedLastTimestamp", "deprecatedCount")  # fmt: skip
+TOP: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Namespace"): _SPEC_STATUS, ("", "Pod"): _SPEC_STATUS, ("", "Service"): _SPEC_STATUS,
+    ("", "Node"): _SPEC_STATUS, ("", "ResourceQuota"): _SPEC_STATUS, ("", "LimitRange"): ("spec",),
+    ("", "Endpoints"): ("subsets",), ("", "Event"): _CORE_EVENT,
+    ("", "ConfigMap"): ("data", "binaryData", "immutable"),
+    ("", "Secret"): ("data", "stringData", "type", "immutable"),
+    ("", "ServiceAccount"): ("secrets", "imagePullSecrets", "automountServiceAccountToken"),
+    ("discovery.k8s.io", "EndpointSlice"): ("addressType", "endpoints", "ports"),
+    ("networking.k8s.io", "NetworkPolicy"): ("spec",),
+    ("events.k8s.io", "Event"): _EVENT_V1,
+    ("coordination.k8s.io", "Lease"): ("spec",),
+    ("rbac.authorization.k8s.io", "Role"): ("rules",),
+    ("rbac.authorization.k8s.io", "ClusterRole"): ("rules", "aggregationRule"),
+    ("rbac.authorization.k8s.io", "RoleBinding"): ("subjects", "roleRef"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): ("subjects", "roleRef"),
+}  # fmt: skip
+
+
+def unknown_fields(kind: Kind, obj: Mapping[str, Any]) -> list[str]:
+    known = TOP.get((kind.group, kind.kind))
+    if known is None:
+        return []
+    out = [k for k in obj if k not in ("apiVersion", "kind", "metadata", *known)]
+    meta = obj.get("metadata")
+    if isinstance(meta, Mapping):
+        out += [f"metadata.{k}" for k in meta if k not in META]
+    return out
+
+
+def check(kind: Kind, obj: Any, query: Mapping[str, str]) -> None:
+    if query.get("fieldValidation") != "Strict" or not isinstance(obj, Mapping):
+        return
+    unknown = unknown_fields(kind, obj)
+    if unknown:
+        fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+        raise BadRequest(
+            f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+            f"strict decoding error: {fields}"
+        )
