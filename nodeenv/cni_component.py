@@ -2,7 +2,8 @@
 
 start(): installs `<install_root>/opt/cni/bin/prismnet` (a two-line launcher run as
 `python -IS` of the system interpreter when it can, see `shim_interpreter`), writes
-`<install_root>/etc/cni/net.d/10-prismnet.conflist` naming this node's OVN, starts
+`<install_root>/etc/cni/net.d/10-prismnet.conflist` naming this node's OVN and the agent's
+socket (`agentSocket`; both through `cni.install`, as the DaemonSet's installer), starts
 `prismnet-agent` against the node's OVS/OVN and waits for its socket.
 cleanup(): removes exactly the files it installed (recorded in the run dir) and what the
 agent created in the kernel (management port device, masquerade rule).
@@ -17,14 +18,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from cni.install import CONFLIST_NAME, install
 from cni.management import teardown_host
 from cni.settings import AgentSettings
-from cni.shim import launcher_script
 from nodeenv.daemons import start_foreground, wait_for
 from nodeenv.node import Node
 
 REPO = Path(__file__).resolve().parent.parent
-NETWORK_NAME = "prismnet"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
@@ -90,7 +90,7 @@ class CniComponent:
         """The executable and conflist under install_root; what did not exist is recorded for cleanup."""
         root = node.settings.install_root
         exe = root / "opt" / "cni" / "bin" / "prismnet"
-        conflist = root / "etc" / "cni" / "net.d" / "10-prismnet.conflist"
+        conflist = root / "etc" / "cni" / "net.d" / CONFLIST_NAME
         installed = node.path("prismnet", "installed.json")
         before = json.loads(installed.read_text()) if installed.exists() else []  # a restart
         created = [str(p) for p in (exe, conflist) if not p.exists()]
@@ -98,11 +98,8 @@ class CniComponent:
         merged = [p for p in before if p not in created] + created
         # removal order: deepest first, so a directory comes after what it contains
         installed.write_text(json.dumps(sorted(merged, key=lambda p: -len(Path(p).parts))))
-        exe.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(exe, launcher_script(shim_interpreter(), str(REPO)), 0o755)  # kubelet may be running it
-        conflist.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(conflist, json.dumps(default_conflist(s), indent=2) + "\n", 0o644)
-        return exe, conflist
+        done = install(root, s, shim_interpreter(), REPO)  # the conflist names s.socket (agentSocket)
+        return done.executable, done.conflist
 
     def cleanup(self, node: Node) -> None:
         installed = node.run_dir / "prismnet" / "installed.json"
@@ -115,34 +112,6 @@ class CniComponent:
                     path.unlink(missing_ok=True)
         if "OVS_DB" in node.endpoints:
             teardown_host(self.settings(node))
-
-
-def default_conflist(s: AgentSettings) -> dict[str, object]:
-    """The spec's conflist for this node (OVN IPAM over the cluster CIDR), portmap chained.
-
-    cniVersion 1.0.0 because Debian's reference plugins (1.1.1) speak up to 1.0.0; with
-    plugins >= 1.4 set 1.1.0 so runtimes also send GC and STATUS (prismnet speaks both).
-    """
-    return {
-        "cniVersion": "1.0.0",
-        "name": NETWORK_NAME,
-        "plugins": [
-            {
-                "type": "prismnet",
-                "ipam": {"type": "prismnet-ipam", "subnet": s.cluster_cidr},
-                "ovn": {"northbound": s.ovn_nb_db, "encapType": "geneve"},
-                "mtu": s.mtu,
-            },
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
-
-
-def _atomic_write(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    tmp.replace(path)
 
 
 def _missing_dirs(path: Path) -> list[Path]:

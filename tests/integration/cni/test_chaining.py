@@ -14,13 +14,14 @@ import pytest
 from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
 
 
-def _host_local_conflist(data_dir: Path) -> dict[str, object]:
+def _host_local_conflist(data_dir: Path, agent_socket: str) -> dict[str, object]:
     return {
         "cniVersion": "1.0.0",
         "name": "prismnet",
         "plugins": [
             {
                 "type": "prismnet",
+                "agentSocket": agent_socket,
                 "mtu": 1400,
                 "ipam": {
                     "type": "host-local",
@@ -35,7 +36,7 @@ def _host_local_conflist(data_dir: Path) -> dict[str, object]:
 
 
 def test_delegated_host_local_ipam(agent: Agent, pods: Pods, tmp_path: Path) -> None:
-    rt = agent.runtime(_host_local_conflist(tmp_path))
+    rt = agent.runtime(_host_local_conflist(tmp_path, agent.socket))
     results = []
     for i in range(2):
         name, path = pods.netns()
