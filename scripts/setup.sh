@@ -9,6 +9,7 @@ APT_PACKAGES=(
   openvswitch-switch openvswitch-common ovn-central ovn-host ovn-common
   iproute2 ethtool e2fsprogs xfsprogs util-linux mount kmod iptables
   iputils-ping containernetworking-plugins procps python3-openvswitch
+  podman runc busybox-static  # a real runtime for the CNI tests (runc: crun 1.8 refuses hybrid cgroups)
 )
 
 missing=()
