@@ -18,11 +18,8 @@ PODS = (("sbx-cni-a1", "sandbox-a"), ("sbx-cni-a2", "sandbox-a"), ("sbx-cni-b1",
 def run(scn: Scenario) -> None:
     env = scn.node.endpoints
     conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-    rt = CniRuntime(
-        conflist,
-        [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"],
-        {"PRISMNET_AGENT_SOCKET": env["PRISMNET_AGENT_SOCKET"]},
-    )
+    # as kubelet does: no variable of ours, the executable finds the agent through the conflist
+    rt = CniRuntime(conflist, [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"], {})
     results: dict[str, dict[str, object]] = {}
     with scn.step("cni: ADD 3 pods in 2 namespaces via prismnet"):
         for name, ns in PODS:

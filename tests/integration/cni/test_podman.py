@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from nodeenv.podman_runtime import Podman, make_podman, missing_prerequisites
+from nodeenv.scenario import Scenario
+from nodeenv.scenarios import podman as podman_scenario
 from tests.integration.cni.conftest import Agent, ping
-from tests.integration.cni.podman_runtime import Podman, make_podman
 from tests.integration.cni.test_chaining import _fetch, _node_ip, portmap_chains  # noqa: F401
 
 CNI_CACHE = Path("/var/lib/cni/results")
@@ -30,7 +32,9 @@ CNI_CACHE = Path("/var/lib/cni/results")
 
 @pytest.fixture(scope="module")
 def podman(agent: Agent, short_tmp: Path) -> Iterator[Podman]:
-    pm = make_podman(short_tmp, agent.node.settings.install_root)
+    if missing := missing_prerequisites():
+        pytest.fail(f"podman prerequisites missing: {', '.join(missing)}; run `make setup`")
+    pm = make_podman(short_tmp / "podman", agent.node.settings.install_root, f"/k8shost-podman-{os.getpid()}")
     try:
         pm.build_image()
         yield pm
@@ -133,3 +137,15 @@ def test_network_inspect_shows_our_network(podman: Podman, agent: Agent) -> None
     [net] = json.loads(podman("network", "inspect", "prismnet"))
     assert (net["name"], net["driver"]) == ("prismnet", "prismnet")
     assert "prismnet" in podman("network", "ls", "--format", "{{.Name}}").split()
+
+
+def test_sandbox_scenario_podman_container_pings_a_cni_pod(agent: Agent) -> None:
+    scn = Scenario(agent.node)
+    try:
+        podman_scenario.run(scn)
+    finally:
+        errors = scn.run_cleanups()
+    assert [r.ok for r in scn.results] == [True, True, True] and errors == [], (scn.table(), errors)
+    ports = agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch_Port")
+    assert podman_scenario.CONTAINER not in ports and podman_scenario.POD not in ports
+    assert not Path(f"/run/netns/{podman_scenario.POD}").exists()

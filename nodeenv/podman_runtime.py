@@ -1,5 +1,5 @@
 """Debian's podman 4.3 with its CNI backend, confined to a private directory, as a real caller of
-the installed `prismnet` executable and conflist.
+the installed `prismnet` executable and conflist (used by the tests, the bench and the sandbox).
 
 Everything podman reads is its own configuration, written here and named by podman's own
 variables (`CONTAINERS_CONF`, `CONTAINERS_STORAGE_CONF`): the CNI backend with the plugin
@@ -15,24 +15,19 @@ refuses the hybrid cgroup v1/v2 layout here, so runc runs the containers.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 IMAGE = "localhost/k8shost-busybox:1"
 APPLETS = ("sh", "sleep", "ping", "ip", "httpd", "true", "cat", "wget")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def require_podman() -> None:
+def missing_prerequisites() -> list[str]:
     missing = [p for p in ("podman", "runc", "conmon") if not shutil.which(p)]
-    missing += [] if Path("/bin/busybox").exists() else ["busybox-static"]
-    if missing:
-        pytest.fail(f"podman prerequisites missing: {', '.join(missing)}; run `make setup`")
+    return missing + ([] if Path("/bin/busybox").exists() else ["busybox-static"])
 
 
 def containers_conf(base: Path, install_root: Path) -> str:
@@ -83,8 +78,8 @@ class Podman:
         proc = subprocess.run(
             ["podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout
         )
-        if check:
-            assert proc.returncode == 0, f"podman {' '.join(args)}: {proc.stderr}"
+        if check and proc.returncode:
+            raise RuntimeError(f"podman {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout.strip()
 
     def start(self, name: str, *run_args: str, command: tuple[str, ...] = ("sleep", "600")) -> str:
@@ -106,7 +101,8 @@ class Podman:
         (rootfs / "www" / "index.html").write_text("hello from a podman container\n")
         tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True, check=True).stdout
         proc = subprocess.run(["podman", "import", "-", IMAGE], input=tar, env=self.env, capture_output=True)
-        assert proc.returncode == 0, proc.stderr.decode()
+        if proc.returncode:
+            raise RuntimeError(f"podman import: {proc.stderr.decode()}")
 
     def leftovers(self) -> list[str]:
         """What this podman left on the machine: containers, mounts, its cgroups."""
@@ -125,10 +121,9 @@ class Podman:
             parent.rmdir()
 
 
-def make_podman(short_tmp: Path, install_root: Path) -> Podman:
-    require_podman()
-    base = short_tmp / "podman"
+def make_podman(base: Path, install_root: Path, cgroup_parent: str) -> Podman:
+    """A podman whose config, storage and state live in `base` (created; must not exist)."""
     (base / "tmp").mkdir(parents=True)
     (base / "containers.conf").write_text(containers_conf(base, install_root))
     (base / "storage.conf").write_text(storage_conf(base))
-    return Podman(base, f"/k8shost-podman-{os.getpid()}")
+    return Podman(base, cgroup_parent)
