@@ -170,3 +170,16 @@ def test_parse_shim_request_rejects_garbage() -> None:
 
     with pytest.raises(DecodeFailure):
         parse_shim_request(b"no separator")
+
+
+def test_version_imports_no_json(exe: Path) -> None:
+    """podman asks VERSION of every plugin before each ADD and DEL: as cheap as the ADD path."""
+    proc = subprocess.run(
+        [sys.executable, "-IS", "-X", "importtime", str(exe)],
+        input=b'{"cniVersion":"0.4.0"}',
+        env={"CNI_COMMAND": "VERSION"},
+        capture_output=True,
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout)["cniVersion"] == "0.4.0"
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+    assert "cni.errors" in imported and not imported & {"json", "re", "os", "site"}
