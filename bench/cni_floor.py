@@ -249,9 +249,10 @@ def _median_ms(argv: list[str], env: dict[str, str], stdin: bytes, n: int) -> fl
 def executable_floor(exe: Path, agent_socket: str, n: int = 60) -> dict[str, float]:
     """Median ms of: exec alone, the shim's interpreter doing nothing, prismnet STATUS."""
     python = exe.read_text().splitlines()[0].removeprefix("#!").split()[0]
-    env = {"PATH": "/usr/bin:/bin", "PRISMNET_AGENT_SOCKET": agent_socket}
+    env = {"PATH": "/usr/bin:/bin"}
     status_env = {**env, "CNI_COMMAND": "STATUS", "CNI_PATH": str(exe.parent)}
-    conf = json.dumps({"cniVersion": "1.1.0", "name": "prismnet", "type": "prismnet"}).encode()
+    netconf = {"cniVersion": "1.1.0", "name": "prismnet", "type": "prismnet", "agentSocket": agent_socket}
+    conf = json.dumps(netconf).encode()
     return {
         "exec /bin/true": _median_ms(["/bin/true"], env, b"", n),
         f"{python} -IS -c pass": _median_ms([python, "-IS", "-c", "pass"], env, b"", n),

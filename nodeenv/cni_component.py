@@ -15,7 +15,8 @@ import json
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cni.install import CONFLIST_NAME, install
@@ -143,6 +144,8 @@ class CniCall:
     rc: int
     out: dict[str, object]
     stderr: str
+    plugin_ms: tuple[float, ...] = ()
+    """Wall time of each plugin executed for this call, in the order run (for the bench)."""
 
 
 class CniRuntime:
@@ -180,9 +183,11 @@ class CniRuntime:
             **self.extra_env,
             **env,
         }
+        t0 = time.perf_counter()
         proc = subprocess.run([str(exe)], input=json.dumps(netconf).encode(), env=full, capture_output=True)
+        ms = (time.perf_counter() - t0) * 1000
         text = proc.stdout.decode().strip()
-        return CniCall(proc.returncode, json.loads(text) if text else {}, proc.stderr.decode())
+        return CniCall(proc.returncode, json.loads(text) if text else {}, proc.stderr.decode(), (ms,))
 
     def _env(self, command: str, cid: str, netns: str, ifname: str, args: str) -> dict[str, str]:
         return {
@@ -206,10 +211,12 @@ class CniRuntime:
         runtime_config: dict[str, object] | None = None,
     ) -> CniCall:
         prev: dict[str, object] | None = None
-        call = CniCall(0, {}, "")
+        call, times = CniCall(0, {}, ""), tuple[float, ...]()
         for plugin in self._plugins():
             conf = self._netconf(plugin, prev, runtime_config or {})
             call = self.exec(str(plugin["type"]), self._env("ADD", cid, netns, ifname, args), conf)
+            times += call.plugin_ms
+            call = replace(call, plugin_ms=times)
             if call.rc != 0:
                 return call
             prev = call.out
@@ -241,10 +248,12 @@ class CniRuntime:
         args: str = "",
         runtime_config: dict[str, object] | None = None,
     ) -> CniCall:
-        call = CniCall(0, {}, "")
+        call, times = CniCall(0, {}, ""), tuple[float, ...]()
         for plugin in reversed(self._plugins()):
             conf = self._netconf(plugin, prev, runtime_config or {})
             call = self.exec(str(plugin["type"]), self._env("DEL", cid, netns, ifname, args), conf)
+            times += call.plugin_ms
+            call = replace(call, plugin_ms=times)
             if call.rc != 0:
                 return call
         return call
