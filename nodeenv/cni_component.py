@@ -22,7 +22,7 @@ from pathlib import Path
 from cni.install import CONFLIST_NAME, install
 from cni.management import teardown_host
 from cni.settings import AgentSettings
-from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.daemons import start_foreground, unix_listening, wait_for
 from nodeenv.node import Node
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ class CniComponent:
         log = node.path("prismnet", "agent.log")
         _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons)
         wait_for(
-            lambda: _listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
+            lambda: unix_listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
         )
         return {
             "PRISMNET_AGENT_SOCKET": str(s.socket),
@@ -122,15 +122,6 @@ def _missing_dirs(path: Path) -> list[Path]:
         out.append(path)
         path = path.parent
     return out
-
-
-def _listening(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-        return True
 
 
 def _free_port() -> int:

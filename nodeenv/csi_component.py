@@ -23,7 +23,7 @@ import grpc
 from csi.cleanup import release_under
 from csi.settings import DRIVER_NAME
 from nodeenv.csi_registrar import registration_socket
-from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.daemons import start_foreground, unix_listening, wait_for
 from nodeenv.node import Node
 from protos import csi_pb2, csi_pb2_grpc
 
@@ -32,15 +32,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _listening(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-        return True
 
 
 def _probe_ready(endpoint: str) -> bool:
@@ -99,7 +90,7 @@ class CsiComponent:
         log = node.path("csi", "registrar.log")
         _, proc = start_foreground("csi-registrar", argv, log, node.process_env(), node.daemons)
         sock = registration_socket(registry, DRIVER_NAME)
-        wait_for(lambda: _listening(sock), "csi-registrar's registration socket", proc=proc)
+        wait_for(lambda: unix_listening(sock), "csi-registrar's registration socket", proc=proc)
         return registry
 
     def cleanup(self, node: Node) -> None:
