@@ -72,7 +72,10 @@ class CniComponent:
         argv = [sys.executable, "-m", "cni.daemon.main", "--socket", str(s.socket), "--ovs-db", s.ovs_db,
                 "--ovn-nb-db", s.ovn_nb_db, "--bridge", s.bridge, "--cluster-cidr", s.cluster_cidr,
                 "--metrics-address", s.metrics_address]  # fmt: skip
-        env = {**node.process_env(), "PYTHONPATH": str(REPO)}
+        # the agent gets its whole configuration from argv, never from stray PRISMNET_* variables
+        # (node.env's own PRISMNET_* entries are for people and tools, not for the agent)
+        env = {k: v for k, v in node.process_env().items() if not k.startswith("PRISMNET_")}
+        env["PYTHONPATH"] = str(REPO)
         s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
         log = node.path("prismnet", "agent.log")
         _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons)

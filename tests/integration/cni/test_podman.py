@@ -149,3 +149,9 @@ def test_sandbox_scenario_podman_container_pings_a_cni_pod(agent: Agent) -> None
     ports = agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch_Port")
     assert podman_scenario.CONTAINER not in ports and podman_scenario.POD not in ports
     assert not Path(f"/run/netns/{podman_scenario.POD}").exists()
+
+
+def test_no_prismnet_variable_reaches_the_agent_either(agent: Agent) -> None:
+    """node.env's PRISMNET_* entries are for people; the agent is configured by argv alone."""
+    [rec] = [r for r in agent.node.daemons.load() if r.name == "prismnet-agent"]
+    assert b"PRISMNET_" not in Path(f"/proc/{rec.pid}/environ").read_bytes()
