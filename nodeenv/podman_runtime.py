@@ -63,6 +63,8 @@ runroot = "{base}/run"
 class Podman:
     base: Path
     cgroup_parent: str
+    stray_lock: Path | None = None
+    """podman's CNI backend makes `cni.lock` in the conflist directory; removed if it made it."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -105,16 +107,19 @@ class Podman:
             raise RuntimeError(f"podman import: {proc.stderr.decode()}")
 
     def leftovers(self) -> list[str]:
-        """What this podman left on the machine: containers, mounts, its cgroups."""
+        """What this podman left on the machine: containers, mounts, its cgroups, its lock file."""
         left = [f"container {c}" for c in self("ps", "-aq", check=False).split()]
         mounts = Path("/proc/self/mounts").read_text()
         left += [f"mount {line.split()[1]}" for line in mounts.splitlines() if str(self.base) in line]
         left += [str(p) for p in CGROUP_ROOT.glob(f"*/{self.cgroup_parent.strip('/')}") if p.exists()]
+        left += [str(self.stray_lock)] if self.stray_lock and self.stray_lock.exists() else []
         return left
 
     def remove_all(self) -> None:
         self("rm", "-af", "-t", "0", check=False)
         self("rmi", "-af", check=False)
+        if self.stray_lock is not None:
+            self.stray_lock.unlink(missing_ok=True)
         for parent in CGROUP_ROOT.glob(f"*/{self.cgroup_parent.strip('/')}"):
             for child in sorted((p for p in parent.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
                 child.rmdir()
@@ -126,4 +131,5 @@ def make_podman(base: Path, install_root: Path, cgroup_parent: str) -> Podman:
     (base / "tmp").mkdir(parents=True)
     (base / "containers.conf").write_text(containers_conf(base, install_root))
     (base / "storage.conf").write_text(storage_conf(base))
-    return Podman(base, cgroup_parent)
+    lock = install_root / "etc/cni/net.d/cni.lock"
+    return Podman(base, cgroup_parent, None if lock.exists() else lock)
