@@ -15,6 +15,7 @@ refuses the hybrid cgroup v1/v2 layout here, so runc runs the containers.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -108,7 +109,9 @@ class Podman:
 
     def leftovers(self) -> list[str]:
         """What this podman left on the machine: containers, mounts, its cgroups, its lock file."""
-        left = [f"container {c}" for c in self("ps", "-aq", check=False).split()]
+        # read from storage, not asked of podman: any podman command re-creates its cni.lock
+        index = self.base / "storage" / "vfs-containers" / "containers.json"
+        left = [f"container {c['id']}" for c in json.loads(index.read_text())] if index.exists() else []
         mounts = Path("/proc/self/mounts").read_text()
         left += [f"mount {line.split()[1]}" for line in mounts.splitlines() if str(self.base) in line]
         left += [str(p) for p in CGROUP_ROOT.glob(f"*/{self.cgroup_parent.strip('/')}") if p.exists()]
