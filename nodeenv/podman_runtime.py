@@ -108,10 +108,12 @@ class Podman:
             raise RuntimeError(f"podman import: {proc.stderr.decode()}")
 
     def leftovers(self) -> list[str]:
-        """What this podman left on the machine: containers, mounts, its cgroups, its lock file."""
+        """What this podman left: containers, images, mounts, its cgroups, its lock file."""
         # read from storage, not asked of podman: any podman command re-creates its cni.lock
-        index = self.base / "storage" / "vfs-containers" / "containers.json"
-        left = [f"container {c['id']}" for c in json.loads(index.read_text())] if index.exists() else []
+        left = []
+        for kind in ("containers", "images"):
+            index = self.base / "storage" / f"vfs-{kind}" / f"{kind}.json"
+            left += [f"{kind} {c['id']}" for c in json.loads(index.read_text())] if index.exists() else []
         mounts = Path("/proc/self/mounts").read_text()
         left += [f"mount {line.split()[1]}" for line in mounts.splitlines() if str(self.base) in line]
         left += [str(p) for p in CGROUP_ROOT.glob(f"*/{self.cgroup_parent.strip('/')}") if p.exists()]

@@ -61,7 +61,8 @@ def _left_behind(agent: Agent, cid: str, ip: str, netns: str) -> list[str]:
     host_if = "pn" + hashlib.sha1(f"{cid}/eth0".encode()).hexdigest()[:11]
     ports = agent.nbctl("--bare", "--columns=name,addresses", "list", "Logical_Switch_Port")
     left = ["OVN port"] if cid in ports else []
-    left += [f"address {ip} in OVN"] if re.search(rf"(?<![\d.]){re.escape(ip)}(?![\d.])", ports) else []
+    in_use = ports + agent.nbctl("--bare", "--columns=addresses", "list", "Address_Set")  # + egress set
+    left += [f"address {ip} in OVN"] if re.search(rf"(?<![\d.]){re.escape(ip)}(?![\d.])", in_use) else []
     left += ["OVS port"] if host_if in agent.vsctl("--bare", "--columns=name", "list", "Interface") else []
     left += ["veth"] if Path(f"/sys/class/net/{host_if}").exists() else []
     left += ["netns"] if netns and Path(netns).exists() else []
