@@ -87,6 +87,7 @@ def test_containers_get_our_addresses_reach_each_other_and_the_node(agent: Agent
     for name, (cid, ip, _) in atts.items():
         # our IPAM: the address is the one on the container's OVN port (podman's K8S_POD_NAME)
         assert ip in agent.nbctl("lsp-get-addresses", f"{name}-{cid}"), name
+        assert "k8s-default" in agent.nbctl("lsp-get-ls", f"{name}-{cid}")  # podman names no namespace
         assert agent.nbctl("lsp-get-up", f"{name}-{cid}").strip() == "up"
         cached = json.loads((CNI_CACHE / f"prismnet-{cid}-eth0").read_text())
         assert cached["kind"] == "cniCacheV1" and cached["config"], "podman cached the conflist for its DEL"
