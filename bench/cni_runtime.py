@@ -183,7 +183,7 @@ def podman_start(node: Node, ref_conflist: dict[str, object], work: Path, n: int
             print(f"    {label:52s} median {med:6.1f} ms  (+{med - none:5.1f} ms over no network)")
         exe = Path(node.endpoints["PRISMNET_CNI_BIN"])
         version = {name: _version_ms(path, n) for name, path in (("prismnet", exe), ("bridge", BRIDGE))}
-        print(f"    podman also runs VERSION on every plugin of the list before each ADD and DEL:"
+        print(f"    podman also asks VERSION of every plugin of the list once before ADD and once before DEL:"
               f" prismnet VERSION {version['prismnet']:.1f} ms (Python start-up), bridge VERSION"
               f" {version['bridge']:.1f} ms")  # fmt: skip
     finally:
