@@ -157,3 +157,19 @@ def test_no_prismnet_variable_reaches_the_agent_either(agent: Agent) -> None:
     """node.env's PRISMNET_* entries are for people; the agent is configured by argv alone."""
     [rec] = [r for r in agent.node.daemons.load() if r.name == "prismnet-agent"]
     assert b"PRISMNET_" not in Path(f"/proc/{rec.pid}/environ").read_bytes()
+
+
+def test_agent_down_fails_the_start_with_our_error_and_leaves_nothing(agent: Agent, podman: Podman) -> None:
+    name = _name("down")
+    agent.stop()
+    try:
+        with pytest.raises(RuntimeError) as failed:
+            podman.start(name)
+    finally:
+        agent.restart()
+    # podman shows the plugin's CNI error: the socket the conflist names, and what to start
+    assert "prismnet-agent is not reachable on" in str(failed.value) and agent.socket in str(failed.value)
+    assert "agentSocket" in str(failed.value)
+    podman("rm", "-f", "-t", "0", name)  # created, never started
+    assert not list(CNI_CACHE.glob("prismnet-*")) and podman("ps", "-aq") == ""
+    assert name not in agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch_Port")
