@@ -42,6 +42,7 @@ from typing import Any
 
 from bench import cpu
 from bench.cni_floor import RawOvsdb, binding_floor, executable_floor, ids_have
+from bench.cni_runtime import per_call_vs_batch, podman_start
 from cni.ovn_egress import pods_set_name
 from nodeenv.cni_component import CniComponent, CniRuntime
 from nodeenv.daemons import stop
@@ -354,11 +355,7 @@ def plugins(node: Node, tmp: Path) -> tuple[Plugin, Plugin]:
     ours_conf["plugins"] = ours_conf["plugins"][:1]
     ours = Plugin(
         "prismnet",
-        CniRuntime(
-            ours_conf,
-            [str(Path(e["PRISMNET_CNI_BIN"]).parent)],
-            {"PRISMNET_AGENT_SOCKET": e["PRISMNET_AGENT_SOCKET"]},
-        ),
+        CniRuntime(ours_conf, [str(Path(e["PRISMNET_CNI_BIN"]).parent)], {}),  # agentSocket: the conflist
         ours_invariants(node),
         "",
     )
@@ -464,6 +461,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seq", type=int, default=50, help="pods in the sequential run")
     ap.add_argument("--pods", type=int, default=100, help="pods in the concurrency-8 run")
     ap.add_argument("--ready", type=int, default=20, help="pods in the network-ready run")
+    ap.add_argument("--runtime-pods", type=int, default=20, help="pods per variant of the runtime path")
+    ap.add_argument("--runtime-only", action="store_true", help="only the runtime path (per call, podman)")
     ap.add_argument("--faults", type=int, default=0, help="operations in the fault-injection run (0: skip)")
     ap.add_argument("--faults-only", action="store_true", help="skip the latency runs")
     args = ap.parse_args(argv or [])
@@ -473,11 +472,16 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="cnib-", dir="/tmp") as d, bench_node(Path(d)) as node:
         ours, ref = plugins(node, Path(d))
         monitor = InstalledMonitor(node.endpoints["OVS_DB"])
-        if not args.faults_only:
+        if args.runtime_only:
+            per_call_vs_batch(node, ours.runtime, ref.runtime, args.runtime_pods)
+            podman_start(node, ref.runtime.conflist, Path(d), args.runtime_pods)
+        elif not args.faults_only:
             phases = latency_runs(node, ours, ref, args)
             lag = fmt(detection_lag(node, monitor))
             print(f"  {'prismnet':18s} ovn-installed seen: agent minus an independent OVSDB monitor: {lag}")
             floors(node, ours, ref, phases, args.seq)
+            per_call_vs_batch(node, ours.runtime, ref.runtime, args.runtime_pods)
+            podman_start(node, ref.runtime.conflist, Path(d), args.runtime_pods)
         monitor.close()
         if args.faults:
             fault_run(node, ours, args.faults)

@@ -14,7 +14,6 @@ netpol-controller app on the Kubernetes API double, from the API write to the fi
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import statistics
@@ -31,7 +30,7 @@ from bench.netpol_e2e import Inputs, end_to_end
 from controllers.machinery import Store
 from controllers.netpol.ovn_apply import PolicyNorthbound
 from controllers.netpol.reconcile import NetpolReconciler
-from nodeenv.cni_component import CniComponent, CniRuntime
+from nodeenv.cni_component import CniComponent, CniRuntime, installed_runtime
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_stack import OvnStack
 from tests.integration.controllers.netpol.traffic import EchoServers, in_netns
@@ -175,10 +174,7 @@ def run(tmp: Path, node: Node) -> None:
 
 def _runtime(node: Node) -> CniRuntime:
     env = node.endpoints
-    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-    conflist["plugins"] = conflist["plugins"][:1]
-    return CniRuntime(conflist, [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"],
-                      {"PRISMNET_AGENT_SOCKET": env["PRISMNET_AGENT_SOCKET"]})  # fmt: skip
+    return installed_runtime(env, chained=False)
 
 
 def _args(netns: str) -> str:

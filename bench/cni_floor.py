@@ -247,13 +247,18 @@ def _median_ms(argv: list[str], env: dict[str, str], stdin: bytes, n: int) -> fl
 
 
 def executable_floor(exe: Path, agent_socket: str, n: int = 60) -> dict[str, float]:
-    """Median ms of: exec alone, the shim's interpreter doing nothing, prismnet STATUS."""
+    """Median ms of: exec alone, the shim's interpreter doing nothing (and importing _json or json),
+    prismnet STATUS."""
     python = exe.read_text().splitlines()[0].removeprefix("#!").split()[0]
-    env = {"PATH": "/usr/bin:/bin", "PRISMNET_AGENT_SOCKET": agent_socket}
+    env = {"PATH": "/usr/bin:/bin"}
     status_env = {**env, "CNI_COMMAND": "STATUS", "CNI_PATH": str(exe.parent)}
-    conf = json.dumps({"cniVersion": "1.1.0", "name": "prismnet", "type": "prismnet"}).encode()
+    netconf = {"cniVersion": "1.1.0", "name": "prismnet", "type": "prismnet", "agentSocket": agent_socket}
+    conf = json.dumps(netconf).encode()
+    py = [python, "-IS", "-c"]
     return {
         "exec /bin/true": _median_ms(["/bin/true"], env, b"", n),
         f"{python} -IS -c pass": _median_ms([python, "-IS", "-c", "pass"], env, b"", n),
+        "  ... -c 'import _json' (reads agentSocket)": _median_ms([*py, "import _json"], env, b"", n),
+        "  ... -c 'import json' (not imported)": _median_ms([*py, "import json"], env, b"", n),
         "prismnet STATUS (start-up + agent round trip)": _median_ms([str(exe)], status_env, conf, n),
     }

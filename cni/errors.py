@@ -6,8 +6,6 @@ Stdlib only (imported by the shim, whose start-up must stay cheap). Only the edg
 
 from __future__ import annotations
 
-import json
-
 SUPPORTED_VERSIONS = ("0.4.0", "1.0.0", "1.1.0")
 LATEST_VERSION = "1.1.0"
 
@@ -27,6 +25,8 @@ class CniError(Exception):
         return out
 
     def to_json(self, version: str = LATEST_VERSION) -> str:
+        import json  # here, not at the top: the shim imports this module to answer VERSION (~10 ms)
+
         return json.dumps(self.to_reply(version))
 
     def __str__(self) -> str:

@@ -4,12 +4,18 @@ It answers VERSION itself and forwards every other verb (the CNI_* environment a
 network configuration on stdin) to prismnet-agent over a unix socket, then prints the
 agent's answer on stdout: that is the CNI protocol. Logs go to stderr.
 
-The hot path imports only the built-in `posix`, `sys` and `_socket` (`os` costs ~1.5 ms
-with `-S`; `socket` pulls in `enum` and `selectors`, `json` pulls in `re`: together ~15 ms
-more); the CNI_* variables are forwarded as the bytes the kernel gave us. `json` and `cni.errors` are
-imported only to answer VERSION or to report a failure. The installed executable is a
-two-line script run as `python -IS` (see `launcher_script`), so site-packages is not
-imported either.
+The agent's socket comes from the network configuration: the plugin's `agentSocket` key
+(written by node-up and the DaemonSet's installer, `cni.install`), so a runtime needs nothing
+but the conflist. `PRISMNET_AGENT_SOCKET` in the environment overrides it; without either the
+socket is `/run/prismnet/cni.sock`.
+
+The hot path imports only the built-in `posix`, `sys` and `_socket` plus the C `_json` scanner
+(`os` costs ~1.5 ms with `-S`; `socket` pulls in `enum` and `selectors`, `json` pulls in `re`:
+together ~15 ms more, while reading `agentSocket` with `_json` alone costs ~0.5 ms); the CNI_*
+variables are forwarded as the bytes the kernel gave us. `cni.errors` is imported only to
+answer VERSION (without `json`: its C encoder writes the reply) or to report a failure. The
+installed executable is a two-line script run as `python -IS` (see `launcher_script`), so
+site-packages is not imported either.
 
 Request framing (agent side: `cni.daemon.server.parse_shim_request`): the CNI_* variables
 as NUL-separated `KEY=VALUE` items, an empty item, then stdin verbatim. The reply body is
@@ -21,6 +27,10 @@ import posix
 import sys
 
 DEFAULT_SOCKET = "/run/prismnet/cni.sock"
+SOCKET_KEY = "agentSocket"
+"""The plugin's conflist key naming the agent's socket."""
+SOCKET_ENV = b"PRISMNET_AGENT_SOCKET"
+"""Overrides SOCKET_KEY (for operators; runtimes never set it)."""
 TIMEOUT = 110.0  # below kubelet's own CNI timeout; the agent bounds its waits far lower
 
 
@@ -32,28 +42,90 @@ def main() -> int:
         return _version(stdin)
     if not command:
         return _fail("InvalidEnvironment", "CNI_COMMAND is not set", "", stdin)
-    sock_path = env.get(b"PRISMNET_AGENT_SOCKET", b"").decode("utf-8", "surrogateescape") or DEFAULT_SOCKET
+    try:
+        sock_path, source = agent_socket(env.get(SOCKET_ENV, b""), stdin)
+    except _BadConfig as e:
+        return _fail(e.kind, e.msg, e.details, stdin)
     items = [k + b"=" + v for k, v in env.items() if k.startswith(b"CNI_")]
     try:
         status, body = post_unix(sock_path, "/cni", b"\0".join([*items, b"", stdin]), TIMEOUT)
     except OSError as e:
         kind = "PluginNotAvailable" if command == "STATUS" else "AgentUnreachable"
-        hint = (
-            f"prismnet-agent is not reachable on {sock_path}: "
-            "start prismnet-agent (or set PRISMNET_AGENT_SOCKET)"
-        )
+        hint = f"prismnet-agent is not reachable on {sock_path} ({source}): start prismnet-agent"
         return _fail(kind, hint, f"{type(e).__name__}: {e}", stdin)
     sys.stdout.buffer.write(body)
     return 0 if status == 200 else 1
 
 
-def _version(stdin: bytes) -> int:
+class _BadConfig(Exception):
+    def __init__(self, kind: str, msg: str, details: str = "") -> None:
+        super().__init__(msg)
+        self.kind, self.msg, self.details = kind, msg, details
+
+
+def agent_socket(override: bytes, stdin: bytes) -> tuple[str, str]:
+    """(socket path, where it came from): the override, else the netconf's agentSocket, else the default."""
+    if override:
+        return override.decode("utf-8", "surrogateescape"), SOCKET_ENV.decode()
+    value = netconf_value(stdin, SOCKET_KEY)
+    if value is None:
+        return DEFAULT_SOCKET, "the default; the network configuration names no agentSocket"
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise _BadConfig("InvalidNetworkConfig", f"{SOCKET_KEY!r} must be an absolute path, got {value!r}")
+    return value, f"{SOCKET_KEY} in the network configuration"
+
+
+class _ScanContext:
+    """What `_json.make_scanner` reads from its context (the attributes of json.JSONDecoder)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # NaN, Infinity, -Infinity
+
+
+def netconf_value(stdin: bytes, key: str) -> object:
+    """A top-level key of the netconf (None if absent or stdin is empty), parsed by the C scanner
+    of the stdlib's json without importing `json` (whose `re` dependency costs ~14 ms)."""
+    import _json
+
+    try:
+        text = stdin.decode("utf-8").lstrip(" \t\r\n")
+    except UnicodeDecodeError as e:
+        raise _BadConfig("DecodeFailure", "the network configuration on stdin is not UTF-8", str(e)) from e
+    if not text:
+        return None
+    try:
+        obj, _ = _json.make_scanner(_ScanContext())(text, 0)  # type: ignore[arg-type]  # typeshed: a decoder
+    except Exception:  # the C scanner raises its errors through json.decoder, only if imported
+        obj = _decode_slowly(text)
+    if not isinstance(obj, dict):
+        raise _BadConfig("DecodeFailure", "the network configuration must be a JSON object")
+    return obj.get(key)
+
+
+def _decode_slowly(text: str) -> object:
+    """Only when the fast scan failed: `json` for its error message."""
     import json
+
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise _BadConfig("DecodeFailure", "cannot decode the network configuration on stdin", str(e)) from e
+
+
+def _version(stdin: bytes) -> int:
+    """The VERSION reply, encoded by the C encoder of the stdlib's json (runtimes such as podman
+    ask every plugin before each ADD and DEL, so this path is as hot as ADD)."""
+    import _json
 
     from cni.errors import SUPPORTED_VERSIONS
 
-    out = {"cniVersion": _requested_version(stdin), "supportedVersions": list(SUPPORTED_VERSIONS)}
-    sys.stdout.write(json.dumps(out))
+    enc = _json.encode_basestring_ascii
+    versions = ", ".join(enc(v) for v in SUPPORTED_VERSIONS)
+    sys.stdout.write(f'{{"cniVersion": {enc(_requested_version(stdin))}, "supportedVersions": [{versions}]}}')
     return 0
 
 
@@ -67,13 +139,11 @@ def _fail(kind: str, msg: str, details: str, stdin: bytes) -> int:
 
 
 def _requested_version(stdin: bytes) -> str:
-    import json
-
     from cni.errors import LATEST_VERSION
 
     try:
-        value = json.loads(stdin or b"{}").get("cniVersion")
-    except (ValueError, AttributeError):
+        value = netconf_value(stdin, "cniVersion")
+    except _BadConfig:
         return LATEST_VERSION
     return value if isinstance(value, str) and value else LATEST_VERSION
 

@@ -2,7 +2,8 @@
 
 start(): installs `<install_root>/opt/cni/bin/prismnet` (a two-line launcher run as
 `python -IS` of the system interpreter when it can, see `shim_interpreter`), writes
-`<install_root>/etc/cni/net.d/10-prismnet.conflist` naming this node's OVN, starts
+`<install_root>/etc/cni/net.d/10-prismnet.conflist` naming this node's OVN and the agent's
+socket (`agentSocket`; both through `cni.install`, as the DaemonSet's installer), starts
 `prismnet-agent` against the node's OVS/OVN and waits for its socket.
 cleanup(): removes exactly the files it installed (recorded in the run dir) and what the
 agent created in the kernel (management port device, masquerade rule).
@@ -14,18 +15,19 @@ import json
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cni.install import CONFLIST_NAME, install
 from cni.management import teardown_host
 from cni.settings import AgentSettings
-from cni.shim import launcher_script
-from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.daemons import start_foreground, unix_listening, wait_for
 from nodeenv.flashdns_component import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 from nodeenv.node import Node
 
 REPO = Path(__file__).resolve().parent.parent
-NETWORK_NAME = "prismnet"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
@@ -79,12 +81,15 @@ class CniComponent:
                 "--ovn-nb-db", s.ovn_nb_db, "--bridge", s.bridge, "--cluster-cidr", s.cluster_cidr,
                 "--metrics-address", s.metrics_address, "--dns-servers", s.dns_servers,
                 "--cluster-domain", s.cluster_domain]  # fmt: skip
-        env = {**node.process_env(), "PYTHONPATH": str(REPO)}
+        # the agent gets its whole configuration from argv, never from stray PRISMNET_* variables
+        # (node.env's own PRISMNET_* entries are for people and tools, not for the agent)
+        env = {k: v for k, v in node.process_env().items() if not k.startswith("PRISMNET_")}
+        env["PYTHONPATH"] = str(REPO)
         s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
         log = node.path("prismnet", "agent.log")
         _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons)
         wait_for(
-            lambda: _listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
+            lambda: unix_listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
         )
         return {
             "PRISMNET_AGENT_SOCKET": str(s.socket),
@@ -98,7 +103,7 @@ class CniComponent:
         """The executable and conflist under install_root; what did not exist is recorded for cleanup."""
         root = node.settings.install_root
         exe = root / "opt" / "cni" / "bin" / "prismnet"
-        conflist = root / "etc" / "cni" / "net.d" / "10-prismnet.conflist"
+        conflist = root / "etc" / "cni" / "net.d" / CONFLIST_NAME
         installed = node.path("prismnet", "installed.json")
         before = json.loads(installed.read_text()) if installed.exists() else []  # a restart
         created = [str(p) for p in (exe, conflist) if not p.exists()]
@@ -106,11 +111,8 @@ class CniComponent:
         merged = [p for p in before if p not in created] + created
         # removal order: deepest first, so a directory comes after what it contains
         installed.write_text(json.dumps(sorted(merged, key=lambda p: -len(Path(p).parts))))
-        exe.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(exe, launcher_script(shim_interpreter(), str(REPO)), 0o755)  # kubelet may be running it
-        conflist.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(conflist, json.dumps(default_conflist(s), indent=2) + "\n", 0o644)
-        return exe, conflist
+        done = install(root, s, shim_interpreter(), REPO)  # the conflist names s.socket (agentSocket)
+        return done.executable, done.conflist
 
     def cleanup(self, node: Node) -> None:
         installed = node.run_dir / "prismnet" / "installed.json"
@@ -125,34 +127,6 @@ class CniComponent:
             teardown_host(self.settings(node))
 
 
-def default_conflist(s: AgentSettings) -> dict[str, object]:
-    """The spec's conflist for this node (OVN IPAM over the cluster CIDR), portmap chained.
-
-    cniVersion 1.0.0 because Debian's reference plugins (1.1.1) speak up to 1.0.0; with
-    plugins >= 1.4 set 1.1.0 so runtimes also send GC and STATUS (prismnet speaks both).
-    """
-    return {
-        "cniVersion": "1.0.0",
-        "name": NETWORK_NAME,
-        "plugins": [
-            {
-                "type": "prismnet",
-                "ipam": {"type": "prismnet-ipam", "subnet": s.cluster_cidr},
-                "ovn": {"northbound": s.ovn_nb_db, "encapType": "geneve"},
-                "mtu": s.mtu,
-            },
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
-
-
-def _atomic_write(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    tmp.replace(path)
-
-
 def _missing_dirs(path: Path) -> list[Path]:
     """The directories `mkdir -p path` would create, deepest first."""
     out = []
@@ -160,15 +134,6 @@ def _missing_dirs(path: Path) -> list[Path]:
         out.append(path)
         path = path.parent
     return out
-
-
-def _listening(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-        return True
 
 
 def _free_port() -> int:
@@ -182,6 +147,8 @@ class CniCall:
     rc: int
     out: dict[str, object]
     stderr: str
+    plugin_ms: tuple[float, ...] = ()
+    """Wall time of each plugin executed for this call, in the order run (for the bench)."""
 
 
 class CniRuntime:
@@ -219,9 +186,11 @@ class CniRuntime:
             **self.extra_env,
             **env,
         }
+        t0 = time.perf_counter()
         proc = subprocess.run([str(exe)], input=json.dumps(netconf).encode(), env=full, capture_output=True)
+        ms = (time.perf_counter() - t0) * 1000
         text = proc.stdout.decode().strip()
-        return CniCall(proc.returncode, json.loads(text) if text else {}, proc.stderr.decode())
+        return CniCall(proc.returncode, json.loads(text) if text else {}, proc.stderr.decode(), (ms,))
 
     def _env(self, command: str, cid: str, netns: str, ifname: str, args: str) -> dict[str, str]:
         return {
@@ -245,10 +214,12 @@ class CniRuntime:
         runtime_config: dict[str, object] | None = None,
     ) -> CniCall:
         prev: dict[str, object] | None = None
-        call = CniCall(0, {}, "")
+        call, times = CniCall(0, {}, ""), tuple[float, ...]()
         for plugin in self._plugins():
             conf = self._netconf(plugin, prev, runtime_config or {})
             call = self.exec(str(plugin["type"]), self._env("ADD", cid, netns, ifname, args), conf)
+            times += call.plugin_ms
+            call = replace(call, plugin_ms=times)
             if call.rc != 0:
                 return call
             prev = call.out
@@ -280,10 +251,24 @@ class CniRuntime:
         args: str = "",
         runtime_config: dict[str, object] | None = None,
     ) -> CniCall:
-        call = CniCall(0, {}, "")
+        call, times = CniCall(0, {}, ""), tuple[float, ...]()
         for plugin in reversed(self._plugins()):
             conf = self._netconf(plugin, prev, runtime_config or {})
             call = self.exec(str(plugin["type"]), self._env("DEL", cid, netns, ifname, args), conf)
+            times += call.plugin_ms
+            call = replace(call, plugin_ms=times)
             if call.rc != 0:
                 return call
         return call
+
+
+def installed_runtime(env: Mapping[str, str], *, chained: bool = True) -> CniRuntime:
+    """A runtime over what node-up installed, as kubelet has it: the conflist and the plugin dirs.
+
+    No variable of ours is passed: the executable finds the agent through the conflist's
+    `agentSocket`. `chained=False` keeps only prismnet (no portmap), for pods that map no ports.
+    """
+    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
+    if not chained:
+        conflist["plugins"] = conflist["plugins"][:1]
+    return CniRuntime(conflist, [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"], {})

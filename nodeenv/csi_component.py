@@ -3,18 +3,27 @@ local backend, its state dir, socket and kubelet-style paths all inside the run 
 
 node.env gains CSI_CONTROLLER_ENDPOINT and CSI_NODE_ENDPOINT (the same unix socket: one
 process serves Identity, Controller and Node), CSI_NODE_ID, CSI_STATE_DIR, CSI_KUBELET_DIR
-(where staging and pod target paths go) and CSI_METRICS_URL.
+(where staging and pod target paths go), CSI_METRICS_URL and CSI_PLUGINS_REGISTRY.
+
+kubelet finds the driver the way it does in a cluster: a registrar (nodeenv/csi_registrar.py,
+standing in for node-driver-registrar) serves kubelet's plugin registration API on
+`<install_root>/var/lib/kubelet/plugins_registry/stor.plasmacloud.io-reg.sock`, naming the
+driver's socket; nothing but that directory is needed to reach the Node service.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
+from pathlib import Path
 
 import grpc
 
 from csi.cleanup import release_under
-from nodeenv.daemons import start_foreground, wait_for
+from csi.settings import DRIVER_NAME
+from nodeenv.csi_registrar import registration_socket
+from nodeenv.daemons import start_foreground, unix_listening, wait_for
 from nodeenv.node import Node
 from protos import csi_pb2, csi_pb2_grpc
 
@@ -56,6 +65,7 @@ class CsiComponent:
         _, proc = start_foreground("lightningstor-csi", argv, cdir / "csi.log", env, node.daemons)
         wait_for(lambda: _probe_ready(endpoint), "lightningstor-csi Probe ready", proc=proc)
         (cdir / "kubelet").mkdir(exist_ok=True)
+        registry = self._register(node, endpoint)
         return {
             "CSI_CONTROLLER_ENDPOINT": endpoint,
             "CSI_NODE_ENDPOINT": endpoint,
@@ -63,10 +73,34 @@ class CsiComponent:
             "CSI_STATE_DIR": str(cdir / "state"),
             "CSI_KUBELET_DIR": str(cdir / "kubelet"),
             "CSI_METRICS_URL": f"http://127.0.0.1:{port}/metrics",
+            "CSI_PLUGINS_REGISTRY": str(registry),
         }
+
+    def _register(self, node: Node, endpoint: str) -> Path:
+        """Start the registrar; the registry directories it makes are recorded for cleanup."""
+        registry = node.settings.install_root / "var" / "lib" / "kubelet" / "plugins_registry"
+        created, parent = [], registry
+        while not parent.exists():
+            created.append(str(parent))
+            parent = parent.parent
+        node.path("csi", "installed.json").write_text(json.dumps(created))  # deepest first
+        argv = [sys.executable, "-m", "nodeenv.csi_registrar", "--csi-address", endpoint,
+                "--kubelet-registration-path", endpoint.removeprefix("unix://"),
+                "--registration-dir", str(registry)]  # fmt: skip
+        log = node.path("csi", "registrar.log")
+        _, proc = start_foreground("csi-registrar", argv, log, node.process_env(), node.daemons)
+        sock = registration_socket(registry, DRIVER_NAME)
+        wait_for(lambda: unix_listening(sock), "csi-registrar's registration socket", proc=proc)
+        return registry
 
     def cleanup(self, node: Node) -> None:
         """After the driver stopped: unmount what is mounted under the run dir and detach the
         loop devices backed by files in it (only those), so removing the run dir leaks nothing."""
         if node.run_dir.exists():
             release_under(node.run_dir)
+        registry = node.settings.install_root / "var" / "lib" / "kubelet" / "plugins_registry"
+        registration_socket(registry, DRIVER_NAME).unlink(missing_ok=True)  # a killed registrar's
+        installed = node.run_dir / "csi" / "installed.json"
+        for path in map(Path, json.loads(installed.read_text()) if installed.exists() else []):
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()

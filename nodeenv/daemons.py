@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -135,3 +136,13 @@ def wait_for(
             raise DaemonError(f"{what}: process exited with {proc.returncode}")
         time.sleep(0.02)
     raise DaemonError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def unix_listening(path: Path) -> bool:
+    """Whether a daemon accepts connections on the unix socket `path` (for wait_for)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+        return True

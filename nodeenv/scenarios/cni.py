@@ -3,12 +3,10 @@ executable (driven the way containerd drives a conflist), pinging each other and
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
-from pathlib import Path
 
-from nodeenv.cni_component import CniRuntime
+from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
 from nodeenv.scenario import Scenario
 
@@ -17,12 +15,7 @@ PODS = (("sbx-cni-a1", "sandbox-a"), ("sbx-cni-a2", "sandbox-a"), ("sbx-cni-b1",
 
 def run(scn: Scenario) -> None:
     env = scn.node.endpoints
-    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-    rt = CniRuntime(
-        conflist,
-        [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"],
-        {"PRISMNET_AGENT_SOCKET": env["PRISMNET_AGENT_SOCKET"]},
-    )
+    rt = installed_runtime(env)  # as kubelet does: nothing but the installed conflist
     results: dict[str, dict[str, object]] = {}
     with scn.step("cni: ADD 3 pods in 2 namespaces via prismnet"):
         for name, ns in PODS:

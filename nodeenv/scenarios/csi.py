@@ -13,6 +13,8 @@ from pathlib import Path
 import grpc
 
 from csi import loopdev
+from csi.settings import DRIVER_NAME
+from nodeenv.csi_registrar import kubelet_endpoint
 from nodeenv.daemons import run_checked
 from nodeenv.scenario import Scenario
 from protos import csi_pb2, csi_pb2_grpc
@@ -34,7 +36,9 @@ class Csi:
     def __init__(self, env: dict[str, str]) -> None:
         self.channel = grpc.insecure_channel(env["CSI_CONTROLLER_ENDPOINT"])
         self.controller = csi_pb2_grpc.ControllerStub(self.channel)
-        self.node = csi_pb2_grpc.NodeStub(grpc.insecure_channel(env["CSI_NODE_ENDPOINT"]))
+        # kubelet's way to the Node service: the plugin registration directory, nothing else
+        node_endpoint = kubelet_endpoint(Path(env["CSI_PLUGINS_REGISTRY"]), DRIVER_NAME)
+        self.node = csi_pb2_grpc.NodeStub(grpc.insecure_channel(node_endpoint))
         self.node_id = env["CSI_NODE_ID"]
         self.kubelet = Path(env["CSI_KUBELET_DIR"])
 

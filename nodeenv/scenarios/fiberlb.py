@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodeenv.cni_component import CniRuntime
+from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
 from nodeenv.scenario import Scenario
 
@@ -73,10 +73,7 @@ def _reach_all(netns: str | None, vip: str) -> None:
 
 
 def _runtime(env: dict[str, str]) -> CniRuntime:
-    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-    conflist["plugins"] = conflist["plugins"][:1]
-    bins = [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"]
-    return CniRuntime(conflist, bins, {"PRISMNET_AGENT_SOCKET": env["PRISMNET_AGENT_SOCKET"]})
+    return installed_runtime(env, chained=False)
 
 
 def _pod(scn: Scenario, rt: CniRuntime, name: str, ns: str) -> str:

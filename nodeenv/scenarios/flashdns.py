@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodeenv.cni_component import CniRuntime
+from nodeenv.cni_component import installed_runtime
 from nodeenv.daemons import run_checked
 from nodeenv.scenario import Scenario
 
@@ -90,9 +90,7 @@ def _create_objects(scn: Scenario, k: Kubectl, pod_ip: str) -> str:
 
 
 def _add_pod(scn: Scenario, env: dict[str, str]) -> dict[str, Any]:
-    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-    rt = CniRuntime(conflist, [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"],
-                    {"PRISMNET_AGENT_SOCKET": env["PRISMNET_AGENT_SOCKET"]})  # fmt: skip
+    rt = installed_runtime(env)
     cid, args = "sbxdnsclient" + "0" * 24, f"IgnoreUnknown=1;K8S_POD_NAMESPACE={NS};K8S_POD_NAME={POD}"
     run_checked(["ip", "netns", "add", POD])
     scn.defer(lambda: subprocess.run(["ip", "netns", "del", POD], check=False))

@@ -13,10 +13,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from nodeenv.cni_component import CniRuntime
+from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
 from nodeenv.scenario import Scenario
 from nodeenv.scenarios.webhook import _review
@@ -120,10 +119,7 @@ def _dns(server: str) -> None:
 
 def _pods(scn: Scenario, kubectl: list[str]) -> dict[tuple[str, str], str]:
     env = scn.env
-    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-    conflist["plugins"] = conflist["plugins"][:1]
-    rt = CniRuntime(conflist, [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"],
-                    {"PRISMNET_AGENT_SOCKET": env["PRISMNET_AGENT_SOCKET"]})  # fmt: skip
+    rt = installed_runtime(env, chained=False)
     ips = {}
     with scn.step("tenancy: 3 pods through prismnet, in the API with labels and IPs"):
         for ns, name in PODS:

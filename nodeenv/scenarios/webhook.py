@@ -1,5 +1,9 @@
 """The IAM webhook as kube-apiserver sees it: a minted dev token authenticated over HTTPS with
-the apiserver's client certificate, a tampered token refused, no client certificate refused at TLS."""
+the apiserver's client certificate, a tampered token refused, no client certificate refused at TLS.
+
+Like kube-apiserver, the scenario knows only the kubeconfig node-up wrote
+(`--authentication-token-webhook-config-file`, WEBHOOK_KUBECONFIG): the URL, CA and client
+certificate all come from that file."""
 
 from __future__ import annotations
 
@@ -10,14 +14,41 @@ import socket
 import ssl
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
+
+import yaml  # type: ignore[import-untyped]  # PyYAML (via kubernetes_asyncio) ships no stubs
 
 from nodeenv.scenario import Scenario
 
 
+@dataclass(frozen=True)
+class WebhookClient:
+    """What kube-apiserver reads from the webhook kubeconfig (current context's cluster and user)."""
+
+    url: SplitResult
+    ca: str
+    client_cert: str
+    client_key: str
+
+    @classmethod
+    def from_kubeconfig(cls, path: str) -> WebhookClient:
+        doc = yaml.safe_load(Path(path).read_text())
+        ctx = next(c["context"] for c in doc["contexts"] if c["name"] == doc["current-context"])
+        cluster = next(c["cluster"] for c in doc["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in doc["users"] if u["name"] == ctx["user"])
+        return cls(
+            urlsplit(cluster["server"]),
+            cluster["certificate-authority"],
+            user["client-certificate"],
+            user["client-key"],
+        )
+
+
 def run(scn: Scenario) -> None:
-    env = scn.env
+    env = WebhookClient.from_kubeconfig(scn.env["WEBHOOK_KUBECONFIG"])
     with scn.step("webhook: minted token authenticated over mTLS"):
         token = _mint(scn)
         status = _review(env, token, client_cert=True)
@@ -66,10 +97,10 @@ def _tamper(token: str) -> str:
     return f"{head}.{forged}.{sig}"
 
 
-def _context(env: dict[str, str], client_cert: bool) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=env["WEBHOOK_CA"])
+def _context(env: WebhookClient, client_cert: bool) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=env.ca)
     if client_cert:
-        ctx.load_cert_chain(env["WEBHOOK_CLIENT_CERT"], env["WEBHOOK_CLIENT_KEY"])
+        ctx.load_cert_chain(env.client_cert, env.client_key)
     return ctx
 
 
@@ -78,8 +109,8 @@ def _body(token: str) -> bytes:
     return json.dumps(review).encode()
 
 
-def _review(env: dict[str, str], token: str, client_cert: bool) -> dict[str, Any]:
-    url = urlsplit(env["WEBHOOK_URL"])
+def _review(env: WebhookClient, token: str, client_cert: bool) -> dict[str, Any]:
+    url = env.url
     conn = http.client.HTTPSConnection(
         url.hostname or "", url.port, context=_context(env, client_cert), timeout=10
     )
@@ -95,8 +126,8 @@ def _review(env: dict[str, str], token: str, client_cert: bool) -> dict[str, Any
     return status
 
 
-def _expect_tls_refusal(env: dict[str, str], token: str) -> None:
-    url = urlsplit(env["WEBHOOK_URL"])
+def _expect_tls_refusal(env: WebhookClient, token: str) -> None:
+    url = env.url
     request = (
         f"POST {url.path} HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Length: {len(_body(token))}\r\n"
         "Connection: close\r\n\r\n"

@@ -34,9 +34,8 @@ class Agent:
 
     def runtime(self, conflist: dict[str, object] | None = None) -> CniRuntime:
         bindir = str(Path(self.env["PRISMNET_CNI_BIN"]).parent)
-        return CniRuntime(
-            conflist or self.conflist, [bindir, "/usr/lib/cni"], {"PRISMNET_AGENT_SOCKET": self.socket}
-        )
+        # no PRISMNET_AGENT_SOCKET: like a real runtime, the executable finds the agent via agentSocket
+        return CniRuntime(conflist or self.conflist, [bindir, "/usr/lib/cni"], {})
 
     def restart(self) -> None:
         self.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import time
 from collections.abc import Iterator
@@ -11,16 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from nodeenv.portmap_chains import nat_chains, remove_new_chains
 from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
 
 
-def _host_local_conflist(data_dir: Path) -> dict[str, object]:
+def _host_local_conflist(data_dir: Path, agent_socket: str) -> dict[str, object]:
     return {
         "cniVersion": "1.0.0",
         "name": "prismnet",
         "plugins": [
             {
                 "type": "prismnet",
+                "agentSocket": agent_socket,
                 "mtu": 1400,
                 "ipam": {
                     "type": "host-local",
@@ -35,7 +36,7 @@ def _host_local_conflist(data_dir: Path) -> dict[str, object]:
 
 
 def test_delegated_host_local_ipam(agent: Agent, pods: Pods, tmp_path: Path) -> None:
-    rt = agent.runtime(_host_local_conflist(tmp_path))
+    rt = agent.runtime(_host_local_conflist(tmp_path, agent.socket))
     results = []
     for i in range(2):
         name, path = pods.netns()
@@ -91,29 +92,11 @@ def _fetch(url: str, timeout: float = 10.0) -> str:
         time.sleep(0.2)
 
 
-def _nat_chains() -> set[str]:
-    out = subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True).stdout
-    return {line[1:].split()[0] for line in out.splitlines() if line.startswith(":CNI-")}
-
-
-def remove_new_portmap_chains(before: set[str]) -> None:
-    """portmap never removes its shared top-level chains; remove those this test made appear."""
-    new = _nat_chains() - before
-    out = subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        rule = shlex.split(line[3:]) if line.startswith("-A ") else []
-        if rule and rule[0] not in new and any(c in rule for c in new):
-            subprocess.run(["iptables", "-t", "nat", "-D", *rule], check=True)
-    for op in ("-F", "-X"):
-        for chain in new:
-            subprocess.run(["iptables", "-t", "nat", op, chain], check=True)
-
-
 @pytest.fixture
 def portmap_chains() -> Iterator[None]:
-    before = _nat_chains()
+    before = nat_chains()
     yield
-    remove_new_portmap_chains(before)
+    remove_new_chains(before)
 
 
 @pytest.mark.usefixtures("portmap_chains")

@@ -98,11 +98,10 @@ def second_node(agent: Agent, tmp_path: Path) -> Iterator[SecondNode]:
             assert proc.poll() is None, (tmp_path / "agent-b.log").read_text()
             assert time.monotonic() < deadline, "the second agent did not start"
             time.sleep(0.05)
-        conflist = dict(agent.conflist)
+        plugins = [{**p, "agentSocket": str(s.socket)} for p in agent.conflist["plugins"]]  # type: ignore[attr-defined]
+        conflist = {**agent.conflist, "plugins": plugins}  # node B's conflist names node B's agent
         bindir = str(Path(agent.env["PRISMNET_CNI_BIN"]).parent)
-        yield SecondNode(
-            name, s, proc, CniRuntime(conflist, [bindir], {"PRISMNET_AGENT_SOCKET": str(s.socket)})
-        )
+        yield SecondNode(name, s, proc, CniRuntime(conflist, [bindir], {}))
     finally:
         proc.terminate()
         proc.wait(30)

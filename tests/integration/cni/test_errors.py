@@ -11,14 +11,10 @@ import pytest
 from tests.integration.cni.conftest import Agent, Pods
 
 
-def _call(agent: Agent, env: dict[str, str], stdin: str, sock: str | None = None) -> tuple[int, dict]:
+def _call(agent: Agent, env: dict[str, str], stdin: str) -> tuple[int, dict]:
+    """The executable with a runtime's environment: the agent is found through the netconf only."""
     exe = agent.env["PRISMNET_CNI_BIN"]
-    full = {
-        "PATH": "/usr/bin:/bin",
-        "PRISMNET_AGENT_SOCKET": sock or agent.socket,
-        "CNI_PATH": "/usr/lib/cni",
-        **env,
-    }
+    full = {"PATH": "/usr/bin:/bin", "CNI_PATH": "/usr/lib/cni", **env}
     proc = subprocess.run([exe], input=stdin.encode(), env=full, capture_output=True)
     return proc.returncode, json.loads(proc.stdout or b"{}")
 
@@ -77,17 +73,22 @@ def test_failed_add_leaves_no_port(agent: Agent) -> None:
 
 
 def test_agent_unreachable_is_code_11_naming_the_agent(agent: Agent, tmp_path: Path) -> None:
-    rc, out = _call(agent, ADD, _conf(agent), sock=str(tmp_path / "none.sock"))
+    rc, out = _call(agent, ADD, _conf(agent, agentSocket=str(tmp_path / "none.sock")))
     assert (rc, out["code"]) == (1, 11)
-    assert "start prismnet-agent" in out["msg"]
-    rc, out = _call(
-        agent, {"CNI_COMMAND": "STATUS"}, _conf(agent, cniVersion="1.1.0"), sock=str(tmp_path / "x")
-    )
+    assert "start prismnet-agent" in out["msg"] and str(tmp_path / "none.sock") in out["msg"]
+    conf = _conf(agent, cniVersion="1.1.0", agentSocket=str(tmp_path / "x"))
+    rc, out = _call(agent, {"CNI_COMMAND": "STATUS"}, conf)
     assert (rc, out["code"]) == (1, 50)
 
 
+def test_a_relative_agent_socket_is_code_7(agent: Agent) -> None:
+    rc, out = _call(agent, ADD, _conf(agent, agentSocket="run/cni.sock"))
+    assert (rc, out["code"]) == (1, 7) and "agentSocket" in out["msg"]
+
+
 def test_version_is_answered_without_the_agent(agent: Agent, tmp_path: Path) -> None:
-    rc, out = _call(agent, {"CNI_COMMAND": "VERSION"}, '{"cniVersion":"1.0.0"}', sock=str(tmp_path / "none"))
+    conf = json.dumps({"cniVersion": "1.0.0", "agentSocket": str(tmp_path / "none")})
+    rc, out = _call(agent, {"CNI_COMMAND": "VERSION"}, conf)
     assert rc == 0
     assert out == {"cniVersion": "1.0.0", "supportedVersions": ["0.4.0", "1.0.0", "1.1.0"]}
 

@@ -19,7 +19,7 @@ def _protoc(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_there_are_protos() -> None:
     assert "protos/csi.proto" in PROTOS
-    assert len(PROTOS) == 5
+    assert len(PROTOS) == 6
 
 
 def test_protoc_runs_clean_with_no_warnings(tmp_path: Path) -> None:

@@ -71,6 +71,10 @@ MODULES = {
             ]
         },
     ),
+    "pluginregistration": (
+        "pluginregistration",
+        {"Registration": ["GetInfo", "NotifyRegistrationStatus"]},
+    ),
     "prismnet": (
         "plasmacloud.prismnet.v1",
         {"NetworkService": ["AllocateIP", "ReleaseIP", "CreateLogicalSwitch", "ListAllocations"]},
