@@ -2,7 +2,9 @@
 
 Layout under the state dir: `volumes/<id>.img`, `snapshots/<id>.img`, `state.json`
 (csi.state.StateFile). Snapshots and clones are sparse copies (reflinks where the
-filesystem supports them), taken with the source filesystem frozen if it is mounted.
+filesystem supports them), taken with the source filesystem frozen if it is mounted;
+group snapshots freeze every member's filesystem together (csi.freeze). A volume's
+I/O limits (csi.qos) are in force on its loop device (csi.iothrottle).
 A volume is accessible only from this node (its topology segment).
 """
 
@@ -17,18 +19,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from csi import loopdev, mounts
-from csi.backends.base import Capacity, Snapshot, Volume, VolumeSpec
+from csi import freeze, loopdev, mounts
+from csi.backends.base import Capacity, GroupSnapshot, Snapshot, Volume, VolumeSpec
+from csi.backends.local_devices import LocalDevices
 from csi.commands import run
 from csi.errors import (
     AlreadyExists,
     BackendUnavailable,
     FailedPrecondition,
+    GroupSnapshotNotFound,
     NodeNotFound,
     ResourceExhausted,
     SnapshotNotFound,
     VolumeNotFound,
 )
+from csi.iothrottle import DeviceThrottle
+from csi.qos import IoLimits
 from csi.state import Document, StateFile
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,7 @@ class LocalBackend:
     reports_publications = True
     reports_capacity = True
     node_side_attach = True
+    supports_group_snapshots = True
 
     def __init__(
         self,
@@ -48,6 +55,7 @@ class LocalBackend:
         capacity_bytes: int = 0,
         max_volumes_per_node: int = 0,
         writer: bool = True,
+        throttle: DeviceThrottle | None = None,
     ) -> None:
         """writer=False (a node-only process beside a controller process on the same state dir):
         follow the controller's state file, never write it, never clean up what looks orphaned."""
@@ -55,10 +63,12 @@ class LocalBackend:
         self._node_id = node_id
         self.topology_node = node_id
         self._max_per_node = max_volumes_per_node
+        self._devices = LocalDevices(throttle)
         for sub in ("volumes", "snapshots"):
             (state_dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         self._capacity = capacity_bytes or _fs_size(state_dir)
-        self._state = StateFile(state_dir / "state.json", ("volumes", "snapshots"), follow=not writer)
+        tables = ("volumes", "snapshots", "groups")
+        self._state = StateFile(state_dir / "state.json", tables, follow=not writer)
         if writer:
             self._recover()
 
@@ -100,11 +110,13 @@ class LocalBackend:
             source_volume_id=rec.get("source_volume_id", ""),
             published=dict(rec.get("published", {})),
             abnormal=missing,
+            qos=IoLimits.from_dict(rec.get("qos", {})),
         )
 
     @staticmethod
     def _snapshot(rec: Mapping[str, Any]) -> Snapshot:
-        return Snapshot(**{k: rec[k] for k in ("id", "name", "source_volume_id", "size_bytes", "created_at")})
+        keys = ("id", "name", "source_volume_id", "size_bytes", "created_at")
+        return Snapshot(**{k: rec[k] for k in keys}, group_snapshot_id=rec.get("group_snapshot_id", ""))
 
     # -- controller side ----------------------------------------------------------------
 
@@ -130,6 +142,7 @@ class LocalBackend:
             if existing.size_bytes != spec.size_bytes:
                 raise AlreadyExists(f"volume {spec.name!r} exists with {existing.size_bytes} bytes")
             return existing
+        self._devices.check_enforceable(spec.qos)
         source = self._source_file(spec)
         volume_id = f"vol-{uuid.uuid4().hex}"
         rec = {
@@ -143,6 +156,7 @@ class LocalBackend:
             "project_id": spec.project_id,
             "source_snapshot_id": spec.source_snapshot_id,
             "source_volume_id": spec.source_volume_id,
+            "qos": spec.qos.as_dict(),
             "published": {},
             "state": "ready",
             "created_at": time.time(),
@@ -196,16 +210,8 @@ class LocalBackend:
 
     def _copy_consistent(self, source: Path, dest: Path) -> None:
         """Sparse/reflink copy of a volume file; a mounted filesystem on it is frozen meanwhile."""
-        frozen = []
-        try:
-            for device in loopdev.find(source):
-                for entry in mounts.mounts_of(device)[:1]:
-                    mounts.freeze(entry.mount_point)
-                    frozen.append(entry.mount_point)
-            run(["cp", "--sparse=always", "--reflink=auto", str(source), str(dest)])
-        finally:
-            for mount_point in frozen:
-                mounts.thaw(mount_point)
+        with freeze.frozen([source]):
+            _copy(source, dest)
 
     def delete_volume(self, volume_id: str) -> None:
         rec = self._state.read(lambda d: d["volumes"].get(volume_id))
@@ -217,7 +223,7 @@ class LocalBackend:
         for device in loopdev.find(path):
             if mounts.mounts_of(device):
                 raise FailedPrecondition(f"volume {volume_id} is still mounted on this node")
-            loopdev.detach(device)
+            self._devices.detach(device)
         self._state.update(lambda d: d["volumes"].pop(volume_id, None))
         path.unlink(missing_ok=True)  # after the record: a crash in between leaves an orphan file,
         log.info("deleted volume %s", volume_id)  # which the next start removes
@@ -249,6 +255,20 @@ class LocalBackend:
         log.info("expanded volume %s to %d bytes", volume_id, size_bytes)
         return replace(volume, size_bytes=size_bytes)
 
+    def modify_volume(self, volume_id: str, qos: IoLimits) -> Volume:
+        volume = self.get_volume(volume_id)
+        self._devices.check_enforceable(qos)
+
+        def change(doc: Document) -> None:
+            if volume_id not in doc["volumes"]:
+                raise VolumeNotFound(volume_id)
+            doc["volumes"][volume_id] = {**doc["volumes"][volume_id], "qos": qos.as_dict()}
+
+        self._state.update(change)
+        devices = self._devices.limit_attached(self.volume_file(volume_id), qos)
+        log.info("I/O limits of %s now %s (in force on %s)", volume_id, qos, devices or "no device yet")
+        return replace(volume, qos=qos)
+
     def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot:
         existing = self._state.read(lambda d: _by_name(d["snapshots"], name))
         if existing is not None:
@@ -279,7 +299,15 @@ class LocalBackend:
         return self._snapshot(rec)
 
     def delete_snapshot(self, snapshot_id: str) -> None:
-        self._state.update(lambda d: d["snapshots"].pop(snapshot_id, None))
+        def drop(doc: Document) -> None:
+            group = doc["snapshots"].get(snapshot_id, {}).get("group_snapshot_id")
+            if group and group in doc["groups"]:
+                raise FailedPrecondition(
+                    f"snapshot {snapshot_id} belongs to group snapshot {group}; delete the group snapshot"
+                )
+            doc["snapshots"].pop(snapshot_id, None)
+
+        self._state.update(drop)
         self.snapshot_file(snapshot_id).unlink(missing_ok=True)
 
     def get_snapshot(self, snapshot_id: str) -> Snapshot:
@@ -290,6 +318,84 @@ class LocalBackend:
 
     def list_snapshots(self) -> list[Snapshot]:
         return [self._snapshot(r) for r in self._state.read(lambda d: list(d["snapshots"].values()))]
+
+    # -- group snapshots ------------------------------------------------------------------
+
+    def _group(self, rec: Mapping[str, Any]) -> GroupSnapshot:
+        members = self._state.read(lambda d: [d["snapshots"][s] for s in rec["snapshot_ids"]])
+        snapshots = tuple(self._snapshot(m) for m in members)
+        return GroupSnapshot(
+            id=rec["id"], name=rec["name"], snapshots=snapshots, created_at=rec["created_at"]
+        )
+
+    def create_group_snapshot(self, name: str, volume_ids: list[str]) -> GroupSnapshot:
+        sources = list(dict.fromkeys(volume_ids))
+        existing = self._state.read(lambda d: _by_name(d["groups"], name))
+        if existing is not None:
+            if sorted(existing["source_volume_ids"]) != sorted(sources):
+                raise AlreadyExists(
+                    f"group snapshot {name!r} exists for volumes {existing['source_volume_ids']}"
+                )
+            return self._group(existing)
+        volumes = [self.get_volume(v) for v in sources]
+        self._state.read(lambda d: self._check_room(d, sum(v.size_bytes for v in volumes)))
+        group_id, now = f"group-{uuid.uuid4().hex}", time.time()
+        recs: list[dict[str, Any]] = [
+            {"id": f"snap-{uuid.uuid4().hex}", "name": f"{name}/{v.id}", "source_volume_id": v.id,
+             "size_bytes": v.size_bytes, "created_at": now, "group_snapshot_id": group_id}
+            for v in volumes
+        ]  # fmt: skip
+        group = {"id": group_id, "name": name, "source_volume_ids": sources, "created_at": now,
+                 "snapshot_ids": [r["id"] for r in recs]}  # fmt: skip
+        try:
+            self._copy_group(volumes, recs)
+            self._state.update(lambda d: self._reserve_group(d, recs, group))
+        except BaseException:
+            for rec in recs:
+                self.snapshot_file(rec["id"]).unlink(missing_ok=True)
+                self.snapshot_file(rec["id"]).with_suffix(".tmp").unlink(missing_ok=True)
+            raise
+        log.info("created group snapshot %s of %s", group_id, sources)
+        return self._group(group)
+
+    def _copy_group(self, volumes: list[Volume], recs: list[dict[str, Any]]) -> None:
+        """Copy every member while all their filesystems are frozen together (one point in time)."""
+        with freeze.frozen([self.volume_file(v.id) for v in volumes]):
+            for volume, rec in zip(volumes, recs, strict=True):
+                _copy(self.volume_file(volume.id), self.snapshot_file(rec["id"]).with_suffix(".tmp"))
+        for rec in recs:
+            final = self.snapshot_file(rec["id"])
+            os.replace(final.with_suffix(".tmp"), final)
+
+    def _reserve_group(self, doc: Document, recs: list[dict[str, Any]], group: dict[str, Any]) -> None:
+        self._check_room(doc, sum(r["size_bytes"] for r in recs))
+        for rec in recs:
+            doc["snapshots"][rec["id"]] = rec
+        doc["groups"][group["id"]] = group
+
+    def delete_group_snapshot(self, group_id: str, snapshot_ids: list[str]) -> None:
+        def drop(doc: Document) -> list[str]:
+            rec = doc["groups"].get(group_id)
+            if rec is None:
+                return []
+            if snapshot_ids and sorted(snapshot_ids) != sorted(rec["snapshot_ids"]):
+                raise FailedPrecondition(
+                    f"snapshot_ids {sorted(snapshot_ids)} are not the members of {group_id}: "
+                    f"{sorted(rec['snapshot_ids'])}"
+                )
+            for snapshot_id in rec["snapshot_ids"]:
+                doc["snapshots"].pop(snapshot_id, None)
+            del doc["groups"][group_id]
+            return list(rec["snapshot_ids"])
+
+        for snapshot_id in self._state.update(drop):
+            self.snapshot_file(snapshot_id).unlink(missing_ok=True)
+
+    def get_group_snapshot(self, group_id: str) -> GroupSnapshot:
+        rec = self._state.read(lambda d: d["groups"].get(group_id))
+        if rec is None:
+            raise GroupSnapshotNotFound(group_id)
+        return self._group(rec)
 
     # -- attach / detach ----------------------------------------------------------------
 
@@ -316,7 +422,7 @@ class LocalBackend:
             doc["volumes"][volume_id] = {**rec, "published": published}
 
         self._state.update(publish)
-        device = loopdev.attach(self.volume_file(volume_id))
+        device = self._devices.attach(self.volume_file(volume_id), self.get_volume(volume_id).qos)
         return {"device_path": device, "readonly": "true" if readonly else "false"}
 
     def detach(self, volume_id: str, node_id: str) -> None:
@@ -329,22 +435,26 @@ class LocalBackend:
             return True
 
         if self._state.update(unpublish) or self.known_node(node_id):
-            loopdev.detach_all(self.volume_file(volume_id))
+            self._devices.detach_all(self.volume_file(volume_id))
 
     def node_device(self, volume_id: str, publish_context: Mapping[str, str]) -> str:
-        self.get_volume(volume_id)
-        return loopdev.attach(self.volume_file(volume_id))
+        volume = self.get_volume(volume_id)
+        return self._devices.attach(self.volume_file(volume_id), volume.qos)
 
     def node_release(self, volume_id: str) -> None:
         rec = self._state.read(lambda d: d["volumes"].get(volume_id))
         if rec is not None and not rec.get("published"):
-            loopdev.detach_all(self.volume_file(volume_id))
+            self._devices.detach_all(self.volume_file(volume_id))
 
     def node_refresh(self, volume_id: str, device: str) -> int:
         return loopdev.refresh(device)
 
     def close(self) -> None:
         pass
+
+
+def _copy(source: Path, dest: Path) -> None:
+    run(["cp", "--sparse=always", "--reflink=auto", str(source), str(dest)])
 
 
 def _by_name(table: Mapping[str, Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
