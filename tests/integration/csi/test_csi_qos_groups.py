@@ -171,15 +171,22 @@ def _frozen(mount_point: Path) -> bool:
     return True
 
 
-def test_freeze_holds_every_member_at_once_and_always_thaws(driver: Driver) -> None:
+def published_ext4_volumes(driver: Driver, prefix: str, n: int) -> tuple[list[str], list[tuple[Path, Path]]]:
+    """n published ext4 volumes, each with a file `data` saying which it is."""
     cap = mount_cap("ext4")
     vols, targets = [], []
-    for i in range(3):
-        vol = driver.controller.CreateVolume(create_req(f"fr-{i}", 64 * MIB, cap)).volume
-        staging, target = driver.root / "stage" / f"f{i}", driver.root / "pods" / f"f{i}" / "m"
+    for i in range(n):
+        vol = driver.controller.CreateVolume(create_req(f"{prefix}-{i}", 64 * MIB, cap)).volume
+        staging, target = driver.root / "stage" / f"{prefix}{i}", driver.root / "pods" / f"{prefix}{i}" / "m"
         publish_all(driver, vol.volume_id, cap, staging, target)
+        (target / "data").write_text(f"volume {i}")
         vols.append(vol.volume_id)
         targets.append((staging, target))
+    return vols, targets
+
+
+def test_freeze_holds_every_member_at_once_and_always_thaws(driver: Driver) -> None:
+    vols, targets = published_ext4_volumes(driver, "fr", 3)
     files = [driver.state_dir / "volumes" / f"{v}.img" for v in vols]
     with freeze.frozen(files) as points:
         assert len(points) == 3 and all(_frozen(Path(p)) for p in points)
@@ -193,14 +200,7 @@ def test_freeze_holds_every_member_at_once_and_always_thaws(driver: Driver) -> N
 
 def test_group_snapshot_of_four_volumes_restores_each_and_thaws_on_error(driver: Driver) -> None:
     cap = mount_cap("ext4")
-    vols, targets = [], []
-    for i in range(4):
-        vol = driver.controller.CreateVolume(create_req(f"grp-{i}", 64 * MIB, cap)).volume
-        staging, target = driver.root / "stage" / f"g{i}", driver.root / "pods" / f"g{i}" / "m"
-        publish_all(driver, vol.volume_id, cap, staging, target)
-        (target / "data").write_text(f"volume {i}")
-        vols.append(vol.volume_id)
-        targets.append((staging, target))
+    vols, targets = published_ext4_volumes(driver, "grp", 4)
     group = driver.group
     req = csi_pb2.CreateVolumeGroupSnapshotRequest(name="g1", source_volume_ids=vols)
     made = group.CreateVolumeGroupSnapshot(req).group_snapshot
