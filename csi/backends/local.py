@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from csi import freeze, loopdev, mounts
-from csi.backends.base import Capacity, GroupSnapshot, Snapshot, Volume, VolumeSpec
+from csi.backends.base import Capacity, Snapshot, Volume, VolumeSpec
 from csi.backends.local_devices import LocalDevices
-from csi.commands import run
+from csi.backends.local_groups import GroupSnapshots, by_name, copy_sparse
 from csi.errors import (
     AlreadyExists,
     BackendUnavailable,
     FailedPrecondition,
-    GroupSnapshotNotFound,
     NodeNotFound,
     ResourceExhausted,
     SnapshotNotFound,
@@ -40,7 +39,7 @@ from csi.state import Document, StateFile
 log = logging.getLogger(__name__)
 
 
-class LocalBackend:
+class LocalBackend(GroupSnapshots):
     name = "local"
     reports_publications = True
     reports_capacity = True
@@ -114,7 +113,7 @@ class LocalBackend:
         )
 
     @staticmethod
-    def _snapshot(rec: Mapping[str, Any]) -> Snapshot:
+    def snapshot_of(rec: Mapping[str, Any]) -> Snapshot:
         keys = ("id", "name", "source_volume_id", "size_bytes", "created_at")
         return Snapshot(**{k: rec[k] for k in keys}, group_snapshot_id=rec.get("group_snapshot_id", ""))
 
@@ -133,7 +132,7 @@ class LocalBackend:
         )
 
     def find_volume_by_name(self, name: str) -> Volume | None:
-        rec = self._state.read(lambda d: _by_name(d["volumes"], name))
+        rec = self._state.read(lambda d: by_name(d["volumes"], name))
         return self._volume(rec) if rec and rec.get("state") == "ready" else None
 
     def create_volume(self, spec: VolumeSpec) -> Volume:
@@ -161,7 +160,7 @@ class LocalBackend:
             "state": "ready",
             "created_at": time.time(),
         }
-        self._state.read(lambda d: self._check_room(d, spec.size_bytes))  # fail fast, before copying
+        self._state.read(lambda d: self.check_room(d, spec.size_bytes))  # fail fast, before copying
         path = self.volume_file(volume_id)
         try:
             self._make_file(path, spec.size_bytes, source)
@@ -173,7 +172,7 @@ class LocalBackend:
         log.info("created volume %s (%s, %d bytes)", volume_id, spec.name, spec.size_bytes)
         return self._volume(rec)
 
-    def _check_room(self, doc: Document, size: int) -> None:
+    def check_room(self, doc: Document, size: int) -> None:
         used = _used_bytes(doc)
         if used + size > self._capacity:
             raise ResourceExhausted(
@@ -182,7 +181,7 @@ class LocalBackend:
 
     def _reserve(self, doc: Document, table: str, rec: dict[str, Any]) -> None:
         """Commit a record if its bytes still fit (checked again: creations run concurrently)."""
-        self._check_room(doc, rec["size_bytes"])
+        self.check_room(doc, rec["size_bytes"])
         doc[table][rec["id"]] = rec
 
     def _source_file(self, spec: VolumeSpec) -> Path | None:
@@ -211,7 +210,7 @@ class LocalBackend:
     def _copy_consistent(self, source: Path, dest: Path) -> None:
         """Sparse/reflink copy of a volume file; a mounted filesystem on it is frozen meanwhile."""
         with freeze.frozen([source]):
-            _copy(source, dest)
+            copy_sparse(source, dest)
 
     def delete_volume(self, volume_id: str) -> None:
         rec = self._state.read(lambda d: d["volumes"].get(volume_id))
@@ -270,13 +269,13 @@ class LocalBackend:
         return replace(volume, qos=qos)
 
     def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot:
-        existing = self._state.read(lambda d: _by_name(d["snapshots"], name))
+        existing = self._state.read(lambda d: by_name(d["snapshots"], name))
         if existing is not None:
             if existing["source_volume_id"] != source_volume_id:
                 raise AlreadyExists(f"snapshot {name!r} exists for volume {existing['source_volume_id']}")
-            return self._snapshot(existing)
+            return self.snapshot_of(existing)
         volume = self.get_volume(source_volume_id)
-        self._state.read(lambda d: self._check_room(d, volume.size_bytes))
+        self._state.read(lambda d: self.check_room(d, volume.size_bytes))
         snapshot_id = f"snap-{uuid.uuid4().hex}"
         final = self.snapshot_file(snapshot_id)
         tmp = final.with_suffix(".tmp")
@@ -296,7 +295,7 @@ class LocalBackend:
             final.unlink(missing_ok=True)
             raise
         log.info("created snapshot %s of %s", snapshot_id, source_volume_id)
-        return self._snapshot(rec)
+        return self.snapshot_of(rec)
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         def drop(doc: Document) -> None:
@@ -314,88 +313,10 @@ class LocalBackend:
         rec = self._state.read(lambda d: d["snapshots"].get(snapshot_id))
         if rec is None:
             raise SnapshotNotFound(snapshot_id)
-        return self._snapshot(rec)
+        return self.snapshot_of(rec)
 
     def list_snapshots(self) -> list[Snapshot]:
-        return [self._snapshot(r) for r in self._state.read(lambda d: list(d["snapshots"].values()))]
-
-    # -- group snapshots ------------------------------------------------------------------
-
-    def _group(self, rec: Mapping[str, Any]) -> GroupSnapshot:
-        members = self._state.read(lambda d: [d["snapshots"][s] for s in rec["snapshot_ids"]])
-        snapshots = tuple(self._snapshot(m) for m in members)
-        return GroupSnapshot(
-            id=rec["id"], name=rec["name"], snapshots=snapshots, created_at=rec["created_at"]
-        )
-
-    def create_group_snapshot(self, name: str, volume_ids: list[str]) -> GroupSnapshot:
-        sources = list(dict.fromkeys(volume_ids))
-        existing = self._state.read(lambda d: _by_name(d["groups"], name))
-        if existing is not None:
-            if sorted(existing["source_volume_ids"]) != sorted(sources):
-                raise AlreadyExists(
-                    f"group snapshot {name!r} exists for volumes {existing['source_volume_ids']}"
-                )
-            return self._group(existing)
-        volumes = [self.get_volume(v) for v in sources]
-        self._state.read(lambda d: self._check_room(d, sum(v.size_bytes for v in volumes)))
-        group_id, now = f"group-{uuid.uuid4().hex}", time.time()
-        recs: list[dict[str, Any]] = [
-            {"id": f"snap-{uuid.uuid4().hex}", "name": f"{name}/{v.id}", "source_volume_id": v.id,
-             "size_bytes": v.size_bytes, "created_at": now, "group_snapshot_id": group_id}
-            for v in volumes
-        ]  # fmt: skip
-        group = {"id": group_id, "name": name, "source_volume_ids": sources, "created_at": now,
-                 "snapshot_ids": [r["id"] for r in recs]}  # fmt: skip
-        try:
-            self._copy_group(volumes, recs)
-            self._state.update(lambda d: self._reserve_group(d, recs, group))
-        except BaseException:
-            for rec in recs:
-                self.snapshot_file(rec["id"]).unlink(missing_ok=True)
-                self.snapshot_file(rec["id"]).with_suffix(".tmp").unlink(missing_ok=True)
-            raise
-        log.info("created group snapshot %s of %s", group_id, sources)
-        return self._group(group)
-
-    def _copy_group(self, volumes: list[Volume], recs: list[dict[str, Any]]) -> None:
-        """Copy every member while all their filesystems are frozen together (one point in time)."""
-        with freeze.frozen([self.volume_file(v.id) for v in volumes]):
-            for volume, rec in zip(volumes, recs, strict=True):
-                _copy(self.volume_file(volume.id), self.snapshot_file(rec["id"]).with_suffix(".tmp"))
-        for rec in recs:
-            final = self.snapshot_file(rec["id"])
-            os.replace(final.with_suffix(".tmp"), final)
-
-    def _reserve_group(self, doc: Document, recs: list[dict[str, Any]], group: dict[str, Any]) -> None:
-        self._check_room(doc, sum(r["size_bytes"] for r in recs))
-        for rec in recs:
-            doc["snapshots"][rec["id"]] = rec
-        doc["groups"][group["id"]] = group
-
-    def delete_group_snapshot(self, group_id: str, snapshot_ids: list[str]) -> None:
-        def drop(doc: Document) -> list[str]:
-            rec = doc["groups"].get(group_id)
-            if rec is None:
-                return []
-            if snapshot_ids and sorted(snapshot_ids) != sorted(rec["snapshot_ids"]):
-                raise FailedPrecondition(
-                    f"snapshot_ids {sorted(snapshot_ids)} are not the members of {group_id}: "
-                    f"{sorted(rec['snapshot_ids'])}"
-                )
-            for snapshot_id in rec["snapshot_ids"]:
-                doc["snapshots"].pop(snapshot_id, None)
-            del doc["groups"][group_id]
-            return list(rec["snapshot_ids"])
-
-        for snapshot_id in self._state.update(drop):
-            self.snapshot_file(snapshot_id).unlink(missing_ok=True)
-
-    def get_group_snapshot(self, group_id: str) -> GroupSnapshot:
-        rec = self._state.read(lambda d: d["groups"].get(group_id))
-        if rec is None:
-            raise GroupSnapshotNotFound(group_id)
-        return self._group(rec)
+        return [self.snapshot_of(r) for r in self._state.read(lambda d: list(d["snapshots"].values()))]
 
     # -- attach / detach ----------------------------------------------------------------
 
@@ -451,14 +372,6 @@ class LocalBackend:
 
     def close(self) -> None:
         pass
-
-
-def _copy(source: Path, dest: Path) -> None:
-    run(["cp", "--sparse=always", "--reflink=auto", str(source), str(dest)])
-
-
-def _by_name(table: Mapping[str, Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
-    return next((r for r in table.values() if r["name"] == name), None)
 
 
 def _used_bytes(doc: Document) -> int:
