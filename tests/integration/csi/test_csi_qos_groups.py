@@ -90,13 +90,22 @@ def test_create_volume_limits_apply_on_attach_and_are_cleared_on_detach(driver: 
 
 
 def test_bad_mutable_parameters_change_nothing(driver: Driver) -> None:
-    vol = driver.controller.CreateVolume(create_req("qos-bad", 64 * MIB)).volume
-    for params in ({"XXX_FakeKey": "v"}, {"type": "hdd"}, {"qosClass": "platinum"}):
-        code = status_of(lambda p=params: modify(driver, vol.volume_id, **p))
-        assert code == grpc.StatusCode.INVALID_ARGUMENT
-    got = driver.controller.ControllerGetVolume(csi_pb2.ControllerGetVolumeRequest(volume_id=vol.volume_id))
-    assert got.volume.volume_id == vol.volume_id
-    driver.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+    cap = block_cap()
+    req = create_req("qos-bad", 64 * MIB, cap)
+    req.mutable_parameters["qosClass"] = "bronze"
+    vol = driver.controller.CreateVolume(req).volume
+    staging, target = driver.root / "stage" / "x", driver.root / "pods" / "x" / "dev"
+    device = publish_all(driver, vol.volume_id, cap, staging, target)["device_path"]
+    before = throttle().current(device)
+    bad: list[dict[str, str]] = [{"XXX_FakeKey": "v"}, {"type": "hdd"}, {"qosClass": "platinum"}]
+    for params in bad:
+
+        def call(p: dict[str, str] = params) -> None:
+            modify(driver, vol.volume_id, **p)
+
+        assert status_of(call) == grpc.StatusCode.INVALID_ARGUMENT
+    assert throttle().current(device) == before and before.write_bps == 20 * MIB
+    teardown_all(driver, vol.volume_id, staging, target)
 
 
 @pytest.mark.parametrize("kind", ["mount", "block"])
