@@ -5,6 +5,11 @@
   create/delete cycles per second with 8 concurrent clients
   one whole lifecycle per volume (create, attach, stage, publish, unpublish, unstage, detach, delete)
   Probe latency
+  GetSnapshot latency
+  ControllerModifyVolume: parameter change -> the new limit read back from the kernel's cgroup
+  throttle file, and dd O_DIRECT throughput against a limit (is it in force?)
+  CreateVolumeGroupSnapshot of 4 published ext4 volumes (+ delete), beside its floor:
+  freezing the 4 filesystems and copying the 4 files with no driver in between
   wall time of the csi-sanity mirror (tests/integration/csi/test_sanity*.py)
 
 `make bench BENCH=csi`. Volumes are 1 GiB sparse files; everything lives in a temp dir
@@ -26,6 +31,7 @@ from pathlib import Path
 
 import grpc
 
+from csi import freeze, iothrottle
 from csi.cleanup import release_under
 from protos import csi_pb2, csi_pb2_grpc
 
@@ -75,6 +81,7 @@ class Bench:
         self.identity = csi_pb2_grpc.IdentityStub(self.channel)
         self.c = csi_pb2_grpc.ControllerStub(self.channel)
         self.n = csi_pb2_grpc.NodeStub(self.channel)
+        self.g = csi_pb2_grpc.GroupControllerStub(self.channel)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -201,8 +208,110 @@ def probe(b: Bench) -> None:
     print(f"Probe                                {ms(samples)}  max {max(samples) * 1000:.2f} ms")
 
 
+def get_snapshot(b: Bench) -> None:
+    vid = b.create("gs-src", cap("mount", "ext4"))
+    snap = b.c.CreateSnapshot(csi_pb2.CreateSnapshotRequest(name="gs", source_volume_id=vid)).snapshot
+    req = csi_pb2.GetSnapshotRequest(snapshot_id=snap.snapshot_id)
+    samples = [timed(lambda: b.c.GetSnapshot(req)) for _ in range(300)]
+    print(f"GetSnapshot                          {ms(samples)}")
+    b.c.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id))
+    b.delete(vid)
+
+
+def published(b: Bench, name: str) -> tuple[str, str]:
+    """A published ext4 volume: (volume id, device)."""
+    c = cap("mount", "ext4")
+    vid = b.create(name, c)
+    ctx = b.attach(vid, c)
+    b.stage_publish(vid, c, ctx)
+    return vid, ctx["device_path"]
+
+
+def retire(b: Bench, vid: str) -> None:
+    b.unpublish_unstage(vid)
+    b.detach(vid)
+    b.delete(vid)
+
+
+def dd_direct_mib_s(path: Path, mib: int) -> float:
+    argv = ["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={mib}", "oflag=direct", "status=none"]
+    return mib / timed(lambda: subprocess.run(argv, check=True))
+
+
+def modify_volume(b: Bench) -> None:
+    throttle = iothrottle.detect("auto")
+    if throttle is None:
+        print("ControllerModifyVolume: no cgroup I/O throttle on this node; skipped")
+        return
+    vid, device = published(b, "qos")
+    samples = []
+    for i in range(60):
+        want = (8 + i % 2) << 20
+
+        def change(want: int = want) -> None:
+            b.c.ControllerModifyVolume(
+                csi_pb2.ControllerModifyVolumeRequest(
+                    volume_id=vid, mutable_parameters={"writeBytesPerSecond": str(want)}
+                )
+            )
+            if throttle.current(device).write_bps != want:
+                raise RuntimeError("limit not in force when ControllerModifyVolume returned")
+
+        samples.append(timed(change))
+    print(f"ModifyVolume -> limit in force       {ms(samples)}")
+    target = Path(b.paths(vid)[1])
+    limited = dd_direct_mib_s(target / "limited", 16)  # the last change left 9 MiB/s
+    b.c.ControllerModifyVolume(
+        csi_pb2.ControllerModifyVolumeRequest(volume_id=vid, mutable_parameters={"qosClass": "unlimited"})
+    )
+    free = dd_direct_mib_s(target / "free", 64)
+    print(f"  dd O_DIRECT write: {limited:6.1f} MiB/s at a 9 MiB/s limit, {free:7.1f} MiB/s unlimited")
+    retire(b, vid)
+
+
+def group_snapshot(b: Bench, members: int = 4, rounds: int = 20) -> None:
+    vols = [published(b, f"grp-{i}")[0] for i in range(members)]
+    for vid in vols:
+        subprocess.run(
+            ["dd", "if=/dev/urandom", f"of={b.paths(vid)[1]}/data", "bs=1M", "count=16", "status=none"],
+            check=True,
+        )
+    samples = []
+    for i in range(rounds):
+
+        def one(i: int = i) -> None:
+            req = csi_pb2.CreateVolumeGroupSnapshotRequest(name=f"g{i}", source_volume_ids=vols)
+            group = b.g.CreateVolumeGroupSnapshot(req).group_snapshot
+            b.g.DeleteVolumeGroupSnapshot(
+                csi_pb2.DeleteVolumeGroupSnapshotRequest(
+                    group_snapshot_id=group.group_snapshot_id,
+                    snapshot_ids=[s.snapshot_id for s in group.snapshots],
+                )
+            )
+
+        samples.append(timed(one))
+    print(f"group snapshot of {members} volumes (+delete) {ms(samples)}")
+    files = [b.root / "state" / "volumes" / f"{v}.img" for v in vols]
+    floor = []
+    for i in range(rounds):
+
+        def bare(i: int = i) -> None:
+            copies = [b.root / f"floor-{i}-{n}.img" for n in range(members)]
+            with freeze.frozen(files):
+                for src, dst in zip(files, copies, strict=True):
+                    argv = ["cp", "--sparse=always", "--reflink=auto", str(src), str(dst)]
+                    subprocess.run(argv, check=True)
+            for dst in copies:
+                dst.unlink()
+
+        floor.append(timed(bare))
+    print(f"  floor: freeze {members} + cp {members} + thaw   {ms(floor)}")
+    for vid in vols:
+        retire(b, vid)
+
+
 def sanity_suite() -> None:
-    files = [f"tests/integration/csi/test_sanity{s}.py" for s in ("", "_snapshot", "_node")]
+    files = [f"tests/integration/csi/test_sanity{s}.py" for s in ("", "_snapshot", "_node", "_modify_group")]
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
@@ -224,6 +333,9 @@ def main() -> None:
         concurrent_cycles(b)
         lifecycle(b)
         probe(b)
+        get_snapshot(b)
+        modify_volume(b)
+        group_snapshot(b)
     finally:
         b.stop()
         release_under(root)

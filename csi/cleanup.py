@@ -1,7 +1,8 @@
 """Releasing everything the driver set up under one directory: mounts first, then loop devices.
 
 Used by the node environment's cleanup and by tests; it only touches mounts whose
-mount point, and loop devices whose backing file, lie under the given directory.
+mount point, and loop devices whose backing file, lie under the given directory (and
+the I/O limits of those loop devices, cleared before detaching: the number is reused).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from csi import loopdev, mounts
+from csi import iothrottle, loopdev, mounts
+from csi.errors import FailedPrecondition
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,13 @@ def release_under(root: Path) -> list[str]:
     for mount_point in sorted(set(below), key=len, reverse=True):
         mounts.unmount(mount_point)
         released.append(f"umount {mount_point}")
+    throttle = iothrottle.detect("auto")
     for device, backing in loopdev.backed_by_dir(root).items():
+        if throttle is not None:
+            try:
+                throttle.clear(device)
+            except (FailedPrecondition, OSError):
+                log.warning("could not clear the I/O limits of %s", device)
         loopdev.detach(device)
         released.append(f"losetup -d {device} ({backing})")
     if released:

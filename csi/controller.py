@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import grpc
 from google.protobuf import timestamp_pb2, wrappers_pb2
 
-from csi import wire
+from csi import qos, wire
 from csi.backends.base import Snapshot, Volume, VolumeBackend, VolumeSpec
 from csi.errors import (
     AlreadyExists,
@@ -42,14 +42,21 @@ BASE_CAPABILITIES = (
     Rpc.EXPAND_VOLUME,
     Rpc.GET_VOLUME,
     Rpc.VOLUME_CONDITION,
+    Rpc.SINGLE_NODE_MULTI_WRITER,
+    Rpc.MODIFY_VOLUME,
+    Rpc.GET_SNAPSHOT,
 )
 
 
 class ControllerServicer(csi_pb2_grpc.ControllerServicer):
-    def __init__(self, backend: VolumeBackend, locks: KeyedLocks, default_fs: str = "ext4") -> None:
+    def __init__(
+        self, backend: VolumeBackend, locks: KeyedLocks, default_fs: str = "ext4", small_fs: str = ""
+    ) -> None:
+        """small_fs: the filesystem for requests below the default's minimum size ("" = refuse them)."""
         self._backend = backend
         self._locks = locks
         self._default_fs = default_fs
+        self._small_fs = small_fs
 
     # -- volumes --------------------------------------------------------------------
 
@@ -93,19 +100,19 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
     def _spec(
         self, request: csi_pb2.CreateVolumeRequest, caps: list[wire.Capability], source: tuple[str, str]
     ) -> VolumeSpec:
-        fs_type = wire.volume_fs_type(caps, self._default_fs)
+        rng = request.capacity_range if request.HasField("capacity_range") else None
+        requested = (rng.required_bytes or rng.limit_bytes) if rng is not None else 0
+        fs_type = wire.volume_fs_type(
+            caps, self._default_fs, small_fallback=self._small_fs, requested=requested
+        )
+        limits = qos.limits_from(request.mutable_parameters)
         floor = 0
         if source[0]:
             floor = self._backend.get_snapshot(source[0]).size_bytes
         elif source[1]:
             floor = self._backend.get_volume(source[1]).size_bytes
         max_bytes = self._backend.capacity().max_volume_bytes
-        size = wire.size_from_range(
-            request.capacity_range if request.HasField("capacity_range") else None,
-            fs_type=fs_type,
-            max_bytes=max_bytes,
-            floor=floor,
-        )
+        size = wire.size_from_range(rng, fs_type=fs_type, max_bytes=max_bytes, floor=floor)
         params = request.parameters
         try:
             replication = int(params.get("replication", "0") or 0)
@@ -128,6 +135,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
             project_id=params.get("project_id", ""),
             source_snapshot_id=source[0],
             source_volume_id=source[1],
+            qos=limits,
         )
 
     def _existing(
@@ -137,6 +145,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
         caps: list[wire.Capability],
         source: tuple[str, str],
     ) -> csi_pb2.CreateVolumeResponse:
+        qos.check_keys(request.mutable_parameters)
         rng = request.capacity_range if request.HasField("capacity_range") else None
         if not wire.in_range(volume.size_bytes, rng):
             raise AlreadyExists(f"volume {request.name!r} exists with {volume.size_bytes} bytes")
@@ -276,6 +285,20 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
             capacity_bytes=volume.size_bytes, node_expansion_required=node_needed
         )
 
+    @rpc
+    def ControllerModifyVolume(
+        self, request: csi_pb2.ControllerModifyVolumeRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.ControllerModifyVolumeResponse:
+        """New VolumeAttributesClass parameters; for the local backend the limits are in force on return."""
+        wire.require(volume_id=request.volume_id)
+        qos.check_keys(request.mutable_parameters)  # INVALID_ARGUMENT before NOT_FOUND, as csi-sanity expects
+        with self._locks.hold(request.volume_id):
+            volume = self._backend.get_volume(request.volume_id)
+            limits = qos.limits_from(request.mutable_parameters, base=volume.qos)
+            if limits != volume.qos:
+                self._backend.modify_volume(volume.id, limits)
+        return csi_pb2.ControllerModifyVolumeResponse()
+
     # -- snapshots ------------------------------------------------------------------
 
     @rpc
@@ -285,7 +308,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
         wire.require(name=request.name, source_volume_id=request.source_volume_id)
         with self._locks.hold(f"snapshot:{request.name}", request.source_volume_id):
             snapshot = self._backend.create_snapshot(request.name, request.source_volume_id)
-        return csi_pb2.CreateSnapshotResponse(snapshot=_snapshot_message(snapshot))
+        return csi_pb2.CreateSnapshotResponse(snapshot=snapshot_message(snapshot))
 
     @rpc
     def DeleteSnapshot(
@@ -295,6 +318,15 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
         with self._locks.hold(request.snapshot_id):
             self._backend.delete_snapshot(request.snapshot_id)
         return csi_pb2.DeleteSnapshotResponse()
+
+    @rpc
+    def GetSnapshot(
+        self, request: csi_pb2.GetSnapshotRequest, context: grpc.ServicerContext
+    ) -> csi_pb2.GetSnapshotResponse:
+        wire.require(snapshot_id=request.snapshot_id)
+        return csi_pb2.GetSnapshotResponse(
+            snapshot=snapshot_message(self._backend.get_snapshot(request.snapshot_id))
+        )
 
     @rpc
     def ListSnapshots(
@@ -309,7 +341,7 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
             [s.id for s in snapshots], request.max_entries, request.starting_token
         )
         entries = [
-            csi_pb2.ListSnapshotsResponse.Entry(snapshot=_snapshot_message(s)) for s in snapshots[start:end]
+            csi_pb2.ListSnapshotsResponse.Entry(snapshot=snapshot_message(s)) for s in snapshots[start:end]
         ]
         return csi_pb2.ListSnapshotsResponse(entries=entries, next_token=token)
 
@@ -350,7 +382,7 @@ def _condition(volume: Volume) -> csi_pb2.VolumeCondition:
     return csi_pb2.VolumeCondition(abnormal=bool(volume.abnormal), message=volume.abnormal or "healthy")
 
 
-def _snapshot_message(snapshot: Snapshot) -> csi_pb2.Snapshot:
+def snapshot_message(snapshot: Snapshot) -> csi_pb2.Snapshot:
     created = timestamp_pb2.Timestamp()
     created.FromNanoseconds(int(snapshot.created_at * 1e9))
     return csi_pb2.Snapshot(
@@ -359,4 +391,5 @@ def _snapshot_message(snapshot: Snapshot) -> csi_pb2.Snapshot:
         size_bytes=snapshot.size_bytes,
         creation_time=created,
         ready_to_use=snapshot.ready,
+        group_snapshot_id=snapshot.group_snapshot_id,
     )

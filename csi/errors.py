@@ -37,6 +37,11 @@ class SnapshotNotFound(NotFound):
         super().__init__(f"snapshot {snapshot_id!r} does not exist")
 
 
+class GroupSnapshotNotFound(NotFound):
+    def __init__(self, group_id: str) -> None:
+        super().__init__(f"group snapshot {group_id!r} does not exist")
+
+
 class NodeNotFound(NotFound):
     def __init__(self, node_id: str) -> None:
         super().__init__(f"node {node_id!r} is not known to this backend")

@@ -20,8 +20,9 @@ Expansion = csi_pb2.PluginCapability.VolumeExpansion
 
 
 class IdentityServicer(csi_pb2_grpc.IdentityServicer):
-    def __init__(self, backend: VolumeBackend) -> None:
+    def __init__(self, backend: VolumeBackend, *, group_controller: bool = False) -> None:
         self._backend = backend
+        self._group_controller = group_controller
 
     @rpc
     def GetPluginInfo(
@@ -40,6 +41,8 @@ class IdentityServicer(csi_pb2_grpc.IdentityServicer):
             csi_pb2.PluginCapability(service=Service(type=Service.VOLUME_ACCESSIBILITY_CONSTRAINTS)),
             csi_pb2.PluginCapability(volume_expansion=Expansion(type=Expansion.ONLINE)),
         ]
+        if self._group_controller:
+            caps.append(csi_pb2.PluginCapability(service=Service(type=Service.GROUP_CONTROLLER_SERVICE)))
         return csi_pb2.GetPluginCapabilitiesResponse(capabilities=caps)
 
     @rpc

@@ -8,6 +8,8 @@ from pathlib import Path
 from csi.commands import run
 
 SYS_BLOCK = Path("/sys/block")
+LOOP_PARAMS = Path("/sys/module/loop/parameters")
+MINORBITS = 20
 
 
 def find(backing_file: Path) -> list[str]:
@@ -63,6 +65,19 @@ def refresh(device: str) -> int:
     """Make the loop device pick up its backing file's new size; returns the device size."""
     run(["losetup", "--set-capacity", device])
     return size(device)
+
+
+def node_capacity() -> int:
+    """How many loop devices this kernel can hold: device minors / minors per loop device.
+
+    loop-control creates devices on demand beyond `max_loop` (seen: /dev/loop40 with
+    max_loop=8), so the bound is the minor space: 2**20 >> part_shift, part_shift = fls(max_part).
+    """
+    try:
+        max_part = int((LOOP_PARAMS / "max_part").read_text())
+    except (OSError, ValueError):
+        max_part = 0
+    return (1 << MINORBITS) >> max_part.bit_length()
 
 
 def size(device: str) -> int:

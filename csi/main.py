@@ -13,6 +13,7 @@ from types import FrameType
 from prometheus_client import CollectorRegistry, start_http_server
 
 from common.jsonlog import setup_logging
+from csi import iothrottle, loopdev
 from csi.backends.base import VolumeBackend
 from csi.server import build_server
 from csi.settings import DRIVER_NAME, VENDOR_VERSION, CsiSettings, split_host_port
@@ -29,12 +30,16 @@ def make_backend(settings: CsiSettings) -> VolumeBackend:
         return LightningStorBackend(settings.lightningstor_endpoint, timeout=settings.lightningstor_timeout)
     from csi.backends.local import LocalBackend
 
+    throttle = iothrottle.detect(settings.qos_cgroup)
+    if throttle is None:
+        log.warning("no cgroup I/O throttling on this node: volumes can only have qosClass=unlimited")
     return LocalBackend(
         settings.state_dir,
         settings.node_id,
         capacity_bytes=settings.capacity_bytes,
-        max_volumes_per_node=settings.max_volumes_per_node,
+        max_volumes_per_node=settings.resolved_max_volumes(loopdev.node_capacity()),
         writer=settings.serves_controller,
+        throttle=throttle,
     )
 
 
@@ -53,7 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    backend = make_backend(settings)
+    try:
+        backend = make_backend(settings)
+    except ValueError as e:  # --qos-cgroup naming a directory without throttle files
+        print(f"lightningstor-csi: {e}", file=sys.stderr)
+        return 2
     registry = CollectorRegistry()
     server, health = build_server(settings, backend, registry)
     if settings.metrics_address:

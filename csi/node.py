@@ -111,6 +111,13 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
                 source = request.staging_target_path
             if self._already_published(target, cap.access_type, source, readonly):
                 return csi_pb2.NodePublishVolumeResponse()
+            if cap.mode == wire.Mode.SINGLE_NODE_SINGLE_WRITER:
+                elsewhere = _published_elsewhere(cap.access_type, source, target)
+                if elsewhere:
+                    raise FailedPrecondition(
+                        f"volume {volume.id} is SINGLE_NODE_SINGLE_WRITER (ReadWriteOncePod) and already "
+                        f"published at {elsewhere[0]}"
+                    )
             if cap.access_type == "block":
                 mounts.ensure_file(target)
             else:
@@ -208,6 +215,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             NodeRpc.GET_VOLUME_STATS,
             NodeRpc.EXPAND_VOLUME,
             NodeRpc.VOLUME_CONDITION,
+            NodeRpc.SINGLE_NODE_MULTI_WRITER,
         )
         return csi_pb2.NodeGetCapabilitiesResponse(
             capabilities=[csi_pb2.NodeServiceCapability(rpc=NodeRpc(type=t)) for t in types]
@@ -222,6 +230,20 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             max_volumes_per_node=self._max_volumes,
             accessible_topology=csi_pb2.Topology(segments={TOPOLOGY_KEY: self._node_id}),
         )
+
+
+def _published_elsewhere(access_type: str, source: str, target: str) -> list[str]:
+    """Target paths other than `target` where the volume (staging dir or device `source`) is bound."""
+    table = mounts.mount_table()
+    here = {os.path.realpath(target), os.path.realpath(source)}
+    if access_type == "block":
+        binds = [e for e in table if mounts.is_device_bind(e, source)]
+    else:
+        staged = mounts.find_mount(source)
+        binds = [
+            e for e in table if staged is not None and (e.source, e.root) == (staged.source, staged.root)
+        ]
+    return [e.mount_point for e in binds if e.mount_point not in here]
 
 
 def _healthy() -> csi_pb2.VolumeCondition:

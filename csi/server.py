@@ -15,8 +15,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from csi import loopdev
 from csi.backends.base import VolumeBackend
 from csi.controller import ControllerServicer
+from csi.group_controller import GroupControllerServicer
 from csi.identity import IdentityServicer
 from csi.locks import KeyedLocks
 from csi.mounts import can_grow_ext4_online
@@ -99,14 +101,23 @@ def build_server(
     )
     locks = KeyedLocks()
     default_fs = settings.resolved_fs_type(can_grow_ext4_online())
+    small_fs = "ext4" if settings.default_fs_type == "auto" and default_fs == "xfs" else ""
     log.info("volumes that name no fs_type get %s", default_fs, extra={"default_fs_type": default_fs})
     services = ["csi.v1.Identity"]
-    csi_pb2_grpc.add_IdentityServicer_to_server(IdentityServicer(backend), server)
+    groups = settings.serves_controller and backend.supports_group_snapshots
+    csi_pb2_grpc.add_IdentityServicer_to_server(IdentityServicer(backend, group_controller=groups), server)
     if settings.serves_controller:
-        csi_pb2_grpc.add_ControllerServicer_to_server(ControllerServicer(backend, locks, default_fs), server)
+        controller = ControllerServicer(backend, locks, default_fs, small_fs)
+        csi_pb2_grpc.add_ControllerServicer_to_server(controller, server)
         services.append("csi.v1.Controller")
+        if backend.supports_group_snapshots:
+            csi_pb2_grpc.add_GroupControllerServicer_to_server(
+                GroupControllerServicer(backend, locks), server
+            )
+            services.append("csi.v1.GroupController")
     if settings.serves_node:
-        node = NodeServicer(backend, locks, settings.node_id, settings.max_volumes_per_node, default_fs)
+        max_volumes = settings.resolved_max_volumes(loopdev.node_capacity())
+        node = NodeServicer(backend, locks, settings.node_id, max_volumes, default_fs)
         csi_pb2_grpc.add_NodeServicer_to_server(node, server)
         services.append("csi.v1.Node")
     health_servicer = health.HealthServicer()

@@ -32,7 +32,12 @@ class CsiSettings:
     lightningstor_timeout: float = 10.0
     metrics_address: str = ""
     """host:port for the Prometheus /metrics endpoint; empty disables it."""
-    max_volumes_per_node: int = 0
+    max_volumes_per_node: int | None = None
+    """Reported by NodeGetInfo and enforced by ControllerPublishVolume; 0 = unlimited;
+    None (auto) = the loop devices the node's kernel can hold for the local backend, 0 otherwise."""
+    qos_cgroup: str = "auto"
+    """cgroup directory whose io.max (v2) or blkio.throttle files (v1) carry volume I/O limits;
+    auto: kubepods.slice/kubepods under a v2 root with the io controller, else the v1 blkio root."""
     capacity_bytes: int = 0
     """local backend: the most bytes all volumes together may provision; 0 = size of the state dir's fs."""
     default_fs_type: str = "ext4"
@@ -46,6 +51,11 @@ class CsiSettings:
         if not self.endpoint.startswith("unix://"):
             raise ValueError(f"endpoint must be unix:///path, got {self.endpoint!r}")
         return Path(self.endpoint.removeprefix("unix://"))
+
+    def resolved_max_volumes(self, loop_capacity: int) -> int:
+        if self.max_volumes_per_node is not None:
+            return self.max_volumes_per_node
+        return loop_capacity if self.backend == "local" else 0
 
     def resolved_fs_type(self, can_grow_ext4_online: bool) -> str:
         if self.default_fs_type != "auto":
@@ -71,7 +81,8 @@ class CsiSettings:
             state_dir=Path(args.state_dir),
             lightningstor_endpoint=args.lightningstor_endpoint,
             metrics_address=args.metrics_address,
-            max_volumes_per_node=args.max_volumes_per_node,
+            max_volumes_per_node=_count_or_auto(args.max_volumes_per_node),
+            qos_cgroup=args.qos_cgroup,
             capacity_bytes=args.capacity_bytes,
             default_fs_type=args.default_fs_type,
             workers=args.workers,
@@ -84,7 +95,8 @@ class CsiSettings:
         _ = self.socket_path
         if self.backend == "lightningstor" and not self.lightningstor_endpoint:
             raise ValueError("--backend lightningstor needs --lightningstor-endpoint")
-        if self.max_volumes_per_node < 0 or self.capacity_bytes < 0 or self.workers < 1:
+        max_volumes = self.max_volumes_per_node or 0
+        if max_volumes < 0 or self.capacity_bytes < 0 or self.workers < 1:
             raise ValueError("--max-volumes-per-node/--capacity-bytes must be >= 0, --workers >= 1")
 
 
@@ -106,7 +118,13 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     flag("--state-dir", "CSI_STATE_DIR", str(d.state_dir), "local backend state directory")
     flag("--lightningstor-endpoint", "LIGHTNINGSTOR_ENDPOINT", "", "VolumeService gRPC address")
     flag("--metrics-address", "CSI_METRICS_ADDRESS", "", "host:port for /metrics (empty: off)")
-    flag("--max-volumes-per-node", "CSI_MAX_VOLUMES_PER_NODE", 0, "0 = unlimited", type=int)
+    flag(
+        "--max-volumes-per-node",
+        "CSI_MAX_VOLUMES_PER_NODE",
+        "auto",
+        "volumes one node may have published; 0 = unlimited, auto = the loop devices the node can hold",
+    )
+    flag("--qos-cgroup", "CSI_QOS_CGROUP", d.qos_cgroup, "cgroup dir for volume I/O limits (auto: detect)")
     flag(
         "--capacity-bytes", "CSI_CAPACITY_BYTES", 0, "local backend capacity (0 = filesystem size)", type=int
     )
@@ -120,6 +138,15 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     flag("--workers", "CSI_WORKERS", d.workers, "gRPC worker threads", type=int)
     flag("--log-level", "CSI_LOG_LEVEL", d.log_level, "debug|info|warning|error")
     return p
+
+
+def _count_or_auto(raw: str | int) -> int | None:
+    if raw == "auto":
+        return None
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise ValueError(f"--max-volumes-per-node must be an integer or auto, got {raw!r}") from e
 
 
 def split_host_port(address: str) -> tuple[str, int]:

@@ -23,6 +23,7 @@ SUPPORTED_MODES = frozenset(
         Mode.SINGLE_NODE_WRITER,
         Mode.SINGLE_NODE_READER_ONLY,
         Mode.SINGLE_NODE_SINGLE_WRITER,
+        Mode.SINGLE_NODE_MULTI_WRITER,
         Mode.MULTI_NODE_READER_ONLY,
     }
 )
@@ -30,6 +31,10 @@ READ_ONLY_MODES = frozenset({Mode.SINGLE_NODE_READER_ONLY, Mode.MULTI_NODE_READE
 DEFAULT_SIZE = GIB
 MIN_SIZE = {"xfs": 300 * MIB, "ext4": MIB, "": MIB}
 """mkfs.xfs (xfsprogs 6) refuses filesystems smaller than 300 MiB."""
+XFS_MIN_MESSAGE = (
+    "xfs volumes need at least 300 MiB (the smallest filesystem mkfs.xfs of xfsprogs 6 makes); "
+    "ask for >= 300Mi or use fsType ext4"
+)
 
 
 def require(**fields: object) -> None:
@@ -96,13 +101,25 @@ def is_supported(cap: csi_pb2.VolumeCapability) -> bool:
     return True
 
 
-def volume_fs_type(caps: Sequence[Capability], default: str = DEFAULT_FS) -> str:
+def volume_fs_type(
+    caps: Sequence[Capability], default: str = DEFAULT_FS, *, small_fallback: str = "", requested: int = 0
+) -> str:
+    """The filesystem of a new volume: the one its capabilities name, else `default`.
+
+    `small_fallback` (what `--default-fs-type auto` sets): when the default is xfs and the
+    request is below xfs's minimum, the volume gets this filesystem (ext4) instead of being
+    tripled to 300 MiB.
+    """
     if caps[0].access_type == "block":
         return ""
     types = {c.fs_type for c in caps if c.fs_type}
     if len(types) > 1:
         raise InvalidArgument(f"conflicting fs_types {sorted(types)}")
-    return types.pop() if types else default
+    if types:
+        return types.pop()
+    if small_fallback and 0 < requested < MIN_SIZE.get(default, MIB):
+        return small_fallback
+    return default
 
 
 def round_up(n: int, unit: int = MIB) -> int:
@@ -123,6 +140,8 @@ def size_from_range(
     if limit and required > limit:
         raise InvalidArgument(f"required_bytes {required} exceeds limit_bytes {limit}")
     size = required or (min(DEFAULT_SIZE, limit) if limit else DEFAULT_SIZE)
+    if fs_type == "xfs" and (required or limit) and size < MIN_SIZE["xfs"]:
+        raise OutOfRange(f"{size} bytes requested: {XFS_MIN_MESSAGE}")
     size = max(round_up(size), MIN_SIZE.get(fs_type, MIB), floor)
     if limit and size > limit:
         raise OutOfRange(f"smallest possible size {size} exceeds limit_bytes {limit}")
@@ -137,13 +156,14 @@ def in_range(size: int, rng: csi_pb2.CapacityRange | None) -> bool:
     return size >= rng.required_bytes and (not rng.limit_bytes or size <= rng.limit_bytes)
 
 
-def page_token(next_id: str) -> str:
-    raw = next_id.encode()
+def page_token(last_id: str) -> str:
+    """A token naming the last id a page returned; the next page starts after it."""
+    raw = last_id.encode()
     return f"{base64.urlsafe_b64encode(raw).decode()}.{zlib.crc32(raw):08x}"
 
 
 def token_start(token: str) -> str:
-    """The id a page starts at; InvalidToken (ABORTED) for tokens we never handed out."""
+    """The last id the previous page returned; InvalidToken (ABORTED) for tokens we never handed out."""
     encoded, _, check = token.rpartition(".")
     try:
         raw = base64.urlsafe_b64decode(encoded.encode())
@@ -155,11 +175,16 @@ def token_start(token: str) -> str:
 
 
 def paginate(ids: Sequence[str], max_entries: int, starting_token: str) -> tuple[int, int, str]:
-    """Slice bounds [start, end) into sorted `ids` and the next token ("" on the last page)."""
+    """Slice bounds [start, end) into sorted `ids` and the next token ("" on the last page).
+
+    The token is the last id returned (a cursor, not an offset): the next page starts at the
+    first id after it in the current listing, so entries added or removed between pages
+    neither repeat nor shift what follows (those added behind the cursor are not seen).
+    """
     if max_entries < 0:
         raise InvalidArgument("max_entries must not be negative")
     start = 0
     if starting_token:
-        start = bisect.bisect_left(ids, token_start(starting_token))
+        start = bisect.bisect_right(ids, token_start(starting_token))
     end = len(ids) if max_entries == 0 else min(len(ids), start + max_entries)
-    return start, end, page_token(ids[end]) if end < len(ids) else ""
+    return start, end, page_token(ids[end - 1]) if end < len(ids) else ""

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from csi.qos import IoLimits
+
 AccessType = Literal["mount", "block"]
 VolumeAccess = Literal["mount", "block", "any"]
 """What a volume can be used as; "any" for backends that only know block storage (LightningStor)."""
@@ -32,6 +34,8 @@ class VolumeSpec:
     project_id: str = ""
     source_snapshot_id: str = ""
     source_volume_id: str = ""
+    qos: IoLimits = field(default_factory=IoLimits)
+    """From the VolumeAttributesClass (mutable_parameters); changed later by modify_volume."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +53,7 @@ class Volume:
     """node id -> published read-only."""
     abnormal: str = ""
     """Non-empty: what is wrong with the volume (VolumeCondition)."""
+    qos: IoLimits = field(default_factory=IoLimits)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +64,21 @@ class Snapshot:
     size_bytes: int
     created_at: float
     ready: bool = True
+    group_snapshot_id: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupSnapshot:
+    """Snapshots of several volumes taken at one instant (crash-consistent)."""
+
+    id: str
+    name: str
+    snapshots: tuple[Snapshot, ...]
+    created_at: float
+
+    @property
+    def ready(self) -> bool:
+        return all(s.ready for s in self.snapshots)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +101,8 @@ class VolumeBackend(Protocol):
     node_side_attach: bool
     """True when the node itself attaches the device (local loop devices), so the controller's
     expansion already reached the device; False when the node must refresh it."""
+    supports_group_snapshots: bool
+    """Whether the *_group_snapshot methods work (GROUP_CONTROLLER_SERVICE is claimed only then)."""
 
     def probe(self) -> None:
         """Raise BackendUnavailable unless the backend answers."""
@@ -101,6 +123,9 @@ class VolumeBackend(Protocol):
 
     def expand_volume(self, volume_id: str, size_bytes: int) -> Volume: ...
 
+    def modify_volume(self, volume_id: str, qos: IoLimits) -> Volume:
+        """ControllerModifyVolume: new I/O limits, in force on the node once this returns."""
+
     def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot: ...
 
     def delete_snapshot(self, snapshot_id: str) -> None: ...
@@ -109,6 +134,15 @@ class VolumeBackend(Protocol):
         """Raise SnapshotNotFound."""
 
     def list_snapshots(self) -> list[Snapshot]: ...
+
+    def create_group_snapshot(self, name: str, volume_ids: list[str]) -> GroupSnapshot:
+        """Same name and same volumes -> the existing group; other volumes -> AlreadyExists."""
+
+    def delete_group_snapshot(self, group_id: str, snapshot_ids: list[str]) -> None:
+        """Deletes the group and its member snapshots; FailedPrecondition if `snapshot_ids` mismatch."""
+
+    def get_group_snapshot(self, group_id: str) -> GroupSnapshot:
+        """Raise NotFound."""
 
     def known_node(self, node_id: str) -> bool: ...
 

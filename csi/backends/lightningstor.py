@@ -16,7 +16,7 @@ from typing import TypeVar
 import grpc
 
 from csi import mounts
-from csi.backends.base import Capacity, Snapshot, Volume, VolumeSpec
+from csi.backends.base import Capacity, GroupSnapshot, Snapshot, Volume, VolumeSpec
 from csi.errors import (
     AlreadyExists,
     BackendUnavailable,
@@ -28,8 +28,10 @@ from csi.errors import (
     OutOfRange,
     ResourceExhausted,
     SnapshotNotFound,
+    Unimplemented,
     VolumeNotFound,
 )
+from csi.qos import IoLimits
 from protos import lightningstor_pb2 as ls
 from protos import lightningstor_pb2_grpc as ls_grpc
 
@@ -55,6 +57,7 @@ class LightningStorBackend:
     reports_publications = False
     reports_capacity = False
     node_side_attach = False
+    supports_group_snapshots = False
     topology_node = ""
 
     def __init__(self, endpoint: str, *, timeout: float = 10.0) -> None:
@@ -94,6 +97,7 @@ class LightningStorBackend:
             project_id=spec.project_id,
             source_snapshot_id=spec.source_snapshot_id,
             source_volume_id=spec.source_volume_id,
+            qos=_qos_policy(spec.qos) if not spec.qos.unlimited or spec.qos.qos_class else None,
         )
         try:
             vol = self._call(self._stub.CreateVolume, req)
@@ -136,6 +140,13 @@ class LightningStorBackend:
         req = ls.ExpandVolumeRequest(volume_id=volume_id, new_size_bytes=size_bytes)
         return _volume(self._call(self._stub.ExpandVolume, req))
 
+    def modify_volume(self, volume_id: str, qos: IoLimits) -> Volume:
+        req = ls.ModifyVolumeRequest(volume_id=volume_id, qos=_qos_policy(qos))
+        try:
+            return _volume(self._call(self._stub.ModifyVolume, req))
+        except NotFound as e:
+            raise VolumeNotFound(volume_id) from e
+
     def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot:
         existing = next((s for s in self._snapshots("") if s.name == name), None)
         if existing is not None and existing.source_volume_id != source_volume_id:
@@ -168,6 +179,15 @@ class LightningStorBackend:
 
     def list_snapshots(self) -> list[Snapshot]:
         return [_snapshot(s) for s in self._snapshots("")]
+
+    def create_group_snapshot(self, name: str, volume_ids: list[str]) -> GroupSnapshot:
+        raise Unimplemented("the LightningStor VolumeService has no group snapshots")
+
+    def delete_group_snapshot(self, group_id: str, snapshot_ids: list[str]) -> None:
+        raise Unimplemented("the LightningStor VolumeService has no group snapshots")
+
+    def get_group_snapshot(self, group_id: str) -> GroupSnapshot:
+        raise Unimplemented("the LightningStor VolumeService has no group snapshots")
 
     # -- attach / detach ----------------------------------------------------------------
 
@@ -227,6 +247,23 @@ def _volume(v: ls.Volume) -> Volume:
         source_snapshot_id=v.source_snapshot_id,
         source_volume_id=v.source_volume_id,
         abnormal="lightningstor reports status error" if v.status == "error" else "",
+        qos=IoLimits(
+            read_bps=v.qos.read_bytes_per_second,
+            write_bps=v.qos.write_bytes_per_second,
+            read_iops=v.qos.read_iops,
+            write_iops=v.qos.write_iops,
+            qos_class=v.qos.qos_class,
+        ),
+    )
+
+
+def _qos_policy(qos: IoLimits) -> ls.QosPolicy:
+    return ls.QosPolicy(
+        qos_class=qos.qos_class,
+        read_bytes_per_second=qos.read_bps,
+        write_bytes_per_second=qos.write_bps,
+        read_iops=qos.read_iops,
+        write_iops=qos.write_iops,
     )
 
 

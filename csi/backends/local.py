@@ -2,7 +2,9 @@
 
 Layout under the state dir: `volumes/<id>.img`, `snapshots/<id>.img`, `state.json`
 (csi.state.StateFile). Snapshots and clones are sparse copies (reflinks where the
-filesystem supports them), taken with the source filesystem frozen if it is mounted.
+filesystem supports them), taken with the source filesystem frozen if it is mounted;
+group snapshots freeze every member's filesystem together (csi.freeze). A volume's
+I/O limits (csi.qos) are in force on its loop device (csi.iothrottle).
 A volume is accessible only from this node (its topology segment).
 """
 
@@ -17,9 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from csi import loopdev, mounts
+from csi import freeze, loopdev, mounts
 from csi.backends.base import Capacity, Snapshot, Volume, VolumeSpec
-from csi.commands import run
+from csi.backends.local_devices import LocalDevices
+from csi.backends.local_groups import GroupSnapshots, by_name, copy_sparse
 from csi.errors import (
     AlreadyExists,
     BackendUnavailable,
@@ -29,16 +32,19 @@ from csi.errors import (
     SnapshotNotFound,
     VolumeNotFound,
 )
+from csi.iothrottle import DeviceThrottle
+from csi.qos import IoLimits
 from csi.state import Document, StateFile
 
 log = logging.getLogger(__name__)
 
 
-class LocalBackend:
+class LocalBackend(GroupSnapshots):
     name = "local"
     reports_publications = True
     reports_capacity = True
     node_side_attach = True
+    supports_group_snapshots = True
 
     def __init__(
         self,
@@ -48,6 +54,7 @@ class LocalBackend:
         capacity_bytes: int = 0,
         max_volumes_per_node: int = 0,
         writer: bool = True,
+        throttle: DeviceThrottle | None = None,
     ) -> None:
         """writer=False (a node-only process beside a controller process on the same state dir):
         follow the controller's state file, never write it, never clean up what looks orphaned."""
@@ -55,10 +62,12 @@ class LocalBackend:
         self._node_id = node_id
         self.topology_node = node_id
         self._max_per_node = max_volumes_per_node
+        self._devices = LocalDevices(throttle)
         for sub in ("volumes", "snapshots"):
             (state_dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         self._capacity = capacity_bytes or _fs_size(state_dir)
-        self._state = StateFile(state_dir / "state.json", ("volumes", "snapshots"), follow=not writer)
+        tables = ("volumes", "snapshots", "groups")
+        self._state = StateFile(state_dir / "state.json", tables, follow=not writer)
         if writer:
             self._recover()
 
@@ -100,11 +109,13 @@ class LocalBackend:
             source_volume_id=rec.get("source_volume_id", ""),
             published=dict(rec.get("published", {})),
             abnormal=missing,
+            qos=IoLimits.from_dict(rec.get("qos", {})),
         )
 
     @staticmethod
-    def _snapshot(rec: Mapping[str, Any]) -> Snapshot:
-        return Snapshot(**{k: rec[k] for k in ("id", "name", "source_volume_id", "size_bytes", "created_at")})
+    def snapshot_of(rec: Mapping[str, Any]) -> Snapshot:
+        keys = ("id", "name", "source_volume_id", "size_bytes", "created_at")
+        return Snapshot(**{k: rec[k] for k in keys}, group_snapshot_id=rec.get("group_snapshot_id", ""))
 
     # -- controller side ----------------------------------------------------------------
 
@@ -121,7 +132,7 @@ class LocalBackend:
         )
 
     def find_volume_by_name(self, name: str) -> Volume | None:
-        rec = self._state.read(lambda d: _by_name(d["volumes"], name))
+        rec = self._state.read(lambda d: by_name(d["volumes"], name))
         return self._volume(rec) if rec and rec.get("state") == "ready" else None
 
     def create_volume(self, spec: VolumeSpec) -> Volume:
@@ -130,6 +141,7 @@ class LocalBackend:
             if existing.size_bytes != spec.size_bytes:
                 raise AlreadyExists(f"volume {spec.name!r} exists with {existing.size_bytes} bytes")
             return existing
+        self._devices.check_enforceable(spec.qos)
         source = self._source_file(spec)
         volume_id = f"vol-{uuid.uuid4().hex}"
         rec = {
@@ -143,11 +155,12 @@ class LocalBackend:
             "project_id": spec.project_id,
             "source_snapshot_id": spec.source_snapshot_id,
             "source_volume_id": spec.source_volume_id,
+            "qos": spec.qos.as_dict(),
             "published": {},
             "state": "ready",
             "created_at": time.time(),
         }
-        self._state.read(lambda d: self._check_room(d, spec.size_bytes))  # fail fast, before copying
+        self._state.read(lambda d: self.check_room(d, spec.size_bytes))  # fail fast, before copying
         path = self.volume_file(volume_id)
         try:
             self._make_file(path, spec.size_bytes, source)
@@ -159,7 +172,7 @@ class LocalBackend:
         log.info("created volume %s (%s, %d bytes)", volume_id, spec.name, spec.size_bytes)
         return self._volume(rec)
 
-    def _check_room(self, doc: Document, size: int) -> None:
+    def check_room(self, doc: Document, size: int) -> None:
         used = _used_bytes(doc)
         if used + size > self._capacity:
             raise ResourceExhausted(
@@ -168,7 +181,7 @@ class LocalBackend:
 
     def _reserve(self, doc: Document, table: str, rec: dict[str, Any]) -> None:
         """Commit a record if its bytes still fit (checked again: creations run concurrently)."""
-        self._check_room(doc, rec["size_bytes"])
+        self.check_room(doc, rec["size_bytes"])
         doc[table][rec["id"]] = rec
 
     def _source_file(self, spec: VolumeSpec) -> Path | None:
@@ -196,16 +209,8 @@ class LocalBackend:
 
     def _copy_consistent(self, source: Path, dest: Path) -> None:
         """Sparse/reflink copy of a volume file; a mounted filesystem on it is frozen meanwhile."""
-        frozen = []
-        try:
-            for device in loopdev.find(source):
-                for entry in mounts.mounts_of(device)[:1]:
-                    mounts.freeze(entry.mount_point)
-                    frozen.append(entry.mount_point)
-            run(["cp", "--sparse=always", "--reflink=auto", str(source), str(dest)])
-        finally:
-            for mount_point in frozen:
-                mounts.thaw(mount_point)
+        with freeze.frozen([source]):
+            copy_sparse(source, dest)
 
     def delete_volume(self, volume_id: str) -> None:
         rec = self._state.read(lambda d: d["volumes"].get(volume_id))
@@ -217,7 +222,7 @@ class LocalBackend:
         for device in loopdev.find(path):
             if mounts.mounts_of(device):
                 raise FailedPrecondition(f"volume {volume_id} is still mounted on this node")
-            loopdev.detach(device)
+            self._devices.detach(device)
         self._state.update(lambda d: d["volumes"].pop(volume_id, None))
         path.unlink(missing_ok=True)  # after the record: a crash in between leaves an orphan file,
         log.info("deleted volume %s", volume_id)  # which the next start removes
@@ -249,14 +254,28 @@ class LocalBackend:
         log.info("expanded volume %s to %d bytes", volume_id, size_bytes)
         return replace(volume, size_bytes=size_bytes)
 
+    def modify_volume(self, volume_id: str, qos: IoLimits) -> Volume:
+        volume = self.get_volume(volume_id)
+        self._devices.check_enforceable(qos)
+
+        def change(doc: Document) -> None:
+            if volume_id not in doc["volumes"]:
+                raise VolumeNotFound(volume_id)
+            doc["volumes"][volume_id] = {**doc["volumes"][volume_id], "qos": qos.as_dict()}
+
+        self._state.update(change)
+        devices = self._devices.limit_attached(self.volume_file(volume_id), qos)
+        log.info("I/O limits of %s now %s (in force on %s)", volume_id, qos, devices or "no device yet")
+        return replace(volume, qos=qos)
+
     def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot:
-        existing = self._state.read(lambda d: _by_name(d["snapshots"], name))
+        existing = self._state.read(lambda d: by_name(d["snapshots"], name))
         if existing is not None:
             if existing["source_volume_id"] != source_volume_id:
                 raise AlreadyExists(f"snapshot {name!r} exists for volume {existing['source_volume_id']}")
-            return self._snapshot(existing)
+            return self.snapshot_of(existing)
         volume = self.get_volume(source_volume_id)
-        self._state.read(lambda d: self._check_room(d, volume.size_bytes))
+        self._state.read(lambda d: self.check_room(d, volume.size_bytes))
         snapshot_id = f"snap-{uuid.uuid4().hex}"
         final = self.snapshot_file(snapshot_id)
         tmp = final.with_suffix(".tmp")
@@ -276,20 +295,28 @@ class LocalBackend:
             final.unlink(missing_ok=True)
             raise
         log.info("created snapshot %s of %s", snapshot_id, source_volume_id)
-        return self._snapshot(rec)
+        return self.snapshot_of(rec)
 
     def delete_snapshot(self, snapshot_id: str) -> None:
-        self._state.update(lambda d: d["snapshots"].pop(snapshot_id, None))
+        def drop(doc: Document) -> None:
+            group = doc["snapshots"].get(snapshot_id, {}).get("group_snapshot_id")
+            if group and group in doc["groups"]:
+                raise FailedPrecondition(
+                    f"snapshot {snapshot_id} belongs to group snapshot {group}; delete the group snapshot"
+                )
+            doc["snapshots"].pop(snapshot_id, None)
+
+        self._state.update(drop)
         self.snapshot_file(snapshot_id).unlink(missing_ok=True)
 
     def get_snapshot(self, snapshot_id: str) -> Snapshot:
         rec = self._state.read(lambda d: d["snapshots"].get(snapshot_id))
         if rec is None:
             raise SnapshotNotFound(snapshot_id)
-        return self._snapshot(rec)
+        return self.snapshot_of(rec)
 
     def list_snapshots(self) -> list[Snapshot]:
-        return [self._snapshot(r) for r in self._state.read(lambda d: list(d["snapshots"].values()))]
+        return [self.snapshot_of(r) for r in self._state.read(lambda d: list(d["snapshots"].values()))]
 
     # -- attach / detach ----------------------------------------------------------------
 
@@ -316,7 +343,7 @@ class LocalBackend:
             doc["volumes"][volume_id] = {**rec, "published": published}
 
         self._state.update(publish)
-        device = loopdev.attach(self.volume_file(volume_id))
+        device = self._devices.attach(self.volume_file(volume_id), self.get_volume(volume_id).qos)
         return {"device_path": device, "readonly": "true" if readonly else "false"}
 
     def detach(self, volume_id: str, node_id: str) -> None:
@@ -329,26 +356,22 @@ class LocalBackend:
             return True
 
         if self._state.update(unpublish) or self.known_node(node_id):
-            loopdev.detach_all(self.volume_file(volume_id))
+            self._devices.detach_all(self.volume_file(volume_id))
 
     def node_device(self, volume_id: str, publish_context: Mapping[str, str]) -> str:
-        self.get_volume(volume_id)
-        return loopdev.attach(self.volume_file(volume_id))
+        volume = self.get_volume(volume_id)
+        return self._devices.attach(self.volume_file(volume_id), volume.qos)
 
     def node_release(self, volume_id: str) -> None:
         rec = self._state.read(lambda d: d["volumes"].get(volume_id))
         if rec is not None and not rec.get("published"):
-            loopdev.detach_all(self.volume_file(volume_id))
+            self._devices.detach_all(self.volume_file(volume_id))
 
     def node_refresh(self, volume_id: str, device: str) -> int:
         return loopdev.refresh(device)
 
     def close(self) -> None:
         pass
-
-
-def _by_name(table: Mapping[str, Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
-    return next((r for r in table.values() if r["name"] == name), None)
 
 
 def _used_bytes(doc: Document) -> int:

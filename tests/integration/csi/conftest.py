@@ -93,6 +93,11 @@ class Driver:
         return csi_pb2_grpc.ControllerStub(self.channel)
 
     @property
+    def group(self) -> csi_pb2_grpc.GroupControllerStub:
+        assert self.channel is not None
+        return csi_pb2_grpc.GroupControllerStub(self.channel)
+
+    @property
     def node(self) -> csi_pb2_grpc.NodeStub:
         assert self.channel is not None
         return csi_pb2_grpc.NodeStub(self.channel)
@@ -163,6 +168,7 @@ def sc(sanity_driver: Driver) -> Iterator[SanityContext]:
         identity=sanity_driver.identity,
         target_path=str(base / "target"),
         staging_path=str(base / "staging"),
+        group=sanity_driver.group,
     )
     shutil.rmtree(base)  # fails (and so fails the spec) if anything is still mounted under it
 

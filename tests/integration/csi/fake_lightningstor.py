@@ -3,11 +3,14 @@
 Volumes are sparse files under a directory; AttachVolume attaches a loop device and
 hands its path back in `device_path`, as the real service hands back an NBD/iSCSI
 device. Names are idempotency keys, missing things answer NOT_FOUND, deletes of
-missing things succeed, and ExpandVolume resizes the attached device itself.
+missing things succeed, ExpandVolume resizes the attached device itself, ModifyVolume
+replaces the volume's QoS policy (negative limits are INVALID_ARGUMENT), and list
+page tokens are the last id returned (a cursor), so listings survive changes between pages.
 """
 
 from __future__ import annotations
 
+import bisect
 import subprocess
 import threading
 import time
@@ -89,6 +92,7 @@ class FakeVolumeService(ls_grpc.VolumeServiceServicer):
                 replication_factor=request.replication_factor,
                 source_snapshot_id=request.source_snapshot_id,
                 source_volume_id=request.source_volume_id,
+                qos=request.qos,
             )
             self.volumes[volume_id] = vol
             return vol
@@ -149,7 +153,7 @@ class FakeVolumeService(ls_grpc.VolumeServiceServicer):
     ) -> ls.ListVolumesResponse:
         self.calls.append("ListVolumes")
         vols = sorted(self.volumes.values(), key=lambda v: v.id)
-        start, end, token = _page(len(vols), request.page_size, request.page_token, context)
+        start, end, token = _page([v.id for v in vols], request.page_size, request.page_token)
         return ls.ListVolumesResponse(volumes=vols[start:end], next_page_token=token)
 
     def ExpandVolume(self, request: ls.ExpandVolumeRequest, context: grpc.ServicerContext) -> ls.Volume:
@@ -164,6 +168,16 @@ class FakeVolumeService(ls_grpc.VolumeServiceServicer):
             for (volume_id, _), att in self.attachments.items():
                 if volume_id == vol.id:
                     subprocess.run(["losetup", "--set-capacity", att.device_path], check=True)
+            return vol
+
+    def ModifyVolume(self, request: ls.ModifyVolumeRequest, context: grpc.ServicerContext) -> ls.Volume:
+        self.calls.append("ModifyVolume")
+        with self.lock:
+            vol = self._get(request.volume_id, context)
+            q = request.qos
+            if min(q.read_bytes_per_second, q.write_bytes_per_second, q.read_iops, q.write_iops) < 0:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "QoS limits must not be negative")
+            vol.qos.CopyFrom(q)
             return vol
 
     def CreateSnapshot(self, request: ls.CreateSnapshotRequest, context: grpc.ServicerContext) -> ls.Snapshot:
@@ -192,6 +206,7 @@ class FakeVolumeService(ls_grpc.VolumeServiceServicer):
         return ls.Empty()
 
     def GetSnapshot(self, request: ls.GetSnapshotRequest, context: grpc.ServicerContext) -> ls.Snapshot:
+        self.calls.append("GetSnapshot")
         if request.snapshot_id not in self.snapshots:
             context.abort(grpc.StatusCode.NOT_FOUND, "snapshot not found")
         return self.snapshots[request.snapshot_id]
@@ -202,17 +217,15 @@ class FakeVolumeService(ls_grpc.VolumeServiceServicer):
         snaps = sorted(self.snapshots.values(), key=lambda s: s.id)
         if request.source_volume_id:
             snaps = [s for s in snaps if s.source_volume_id == request.source_volume_id]
-        start, end, token = _page(len(snaps), request.page_size, request.page_token, context)
+        start, end, token = _page([s.id for s in snaps], request.page_size, request.page_token)
         return ls.ListSnapshotsResponse(snapshots=snaps[start:end], next_page_token=token)
 
 
-def _page(n: int, size: int, token: str, context: grpc.ServicerContext) -> tuple[int, int, str]:
-    try:
-        start = int(token or 0)
-    except ValueError:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad page_token")
-    end = n if size <= 0 else min(n, start + size)
-    return start, end, str(end) if end < n else ""
+def _page(ids: list[str], size: int, token: str) -> tuple[int, int, str]:
+    """[start, end) of sorted `ids` after the cursor `token` (the last id of the previous page)."""
+    start = bisect.bisect_right(ids, token) if token else 0
+    end = len(ids) if size <= 0 else min(len(ids), start + size)
+    return start, end, ids[end - 1] if end < len(ids) else ""
 
 
 def serve(root: Path, nodes: Sequence[str]) -> tuple[grpc.Server, FakeVolumeService, str]:

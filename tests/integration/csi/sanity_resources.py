@@ -17,6 +17,8 @@ TEST_VOLUME_SIZE = 10 << 30
 EXPAND_SIZE = TEST_VOLUME_SIZE + (1 << 30)
 IDEMPOTENT_COUNT = 10
 MAX_NAME_LENGTH = 128
+TEST_VOLUME_MUTABLE_PARAMETERS = {"qosClass": "silver"}
+"""What `--csi.testvolumemutableparameters` would pass: a VolumeAttributesClass's parameters."""
 Mode = csi_pb2.VolumeCapability.AccessMode
 
 
@@ -33,6 +35,12 @@ def sanity_capability(mode: int = Mode.SINGLE_NODE_WRITER) -> csi_pb2.VolumeCapa
     return csi_pb2.VolumeCapability(
         mount=csi_pb2.VolumeCapability.MountVolume(),
         access_mode=csi_pb2.VolumeCapability.AccessMode(mode=mode),
+    )
+
+
+def make_modify_volume_req(volume_id: str) -> csi_pb2.ControllerModifyVolumeRequest:
+    return csi_pb2.ControllerModifyVolumeRequest(
+        volume_id=volume_id, mutable_parameters=TEST_VOLUME_MUTABLE_PARAMETERS
     )
 
 
@@ -53,6 +61,7 @@ class SanityContext:
     identity: csi_pb2_grpc.IdentityStub
     target_path: str
     staging_path: str
+    group: csi_pb2_grpc.GroupControllerStub | None = None
 
 
 @dataclass

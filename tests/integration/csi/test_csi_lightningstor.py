@@ -153,3 +153,42 @@ def test_probe_is_not_ready_while_lightningstor_is_down() -> None:
     finally:
         d.stop()
         teardown_root(root)
+
+
+def test_mutable_parameters_and_get_snapshot_reach_the_volume_service(
+    ls_driver: tuple[Driver, FakeVolumeService],
+) -> None:
+    driver, service = ls_driver
+    req = create_req("ls-qos", 64 * MIB)
+    req.mutable_parameters["qosClass"] = "bronze"
+    vol = driver.controller.CreateVolume(req).volume
+    stored = service.volumes[vol.volume_id].qos
+    assert (stored.qos_class, stored.write_bytes_per_second, stored.read_iops) == ("bronze", 20 * MIB, 500)
+
+    modify = csi_pb2.ControllerModifyVolumeRequest(
+        volume_id=vol.volume_id, mutable_parameters={"qosClass": "gold", "writeIOPS": "123"}
+    )
+    driver.controller.ControllerModifyVolume(modify)
+    stored = service.volumes[vol.volume_id].qos
+    assert (stored.qos_class, stored.read_bytes_per_second, stored.write_iops) == ("gold", 400 * MIB, 123)
+    calls = len(service.calls)
+    bad = csi_pb2.ControllerModifyVolumeRequest(volume_id=vol.volume_id, mutable_parameters={"type": "hdd"})
+    assert (
+        status_of(lambda: driver.controller.ControllerModifyVolume(bad)) == grpc.StatusCode.INVALID_ARGUMENT
+    )
+    assert "ModifyVolume" not in service.calls[calls:]
+
+    snap = driver.controller.CreateSnapshot(
+        csi_pb2.CreateSnapshotRequest(name="ls-snap", source_volume_id=vol.volume_id)
+    ).snapshot
+    got = driver.controller.GetSnapshot(csi_pb2.GetSnapshotRequest(snapshot_id=snap.snapshot_id)).snapshot
+    assert got == snap and "GetSnapshot" in service.calls
+    missing = csi_pb2.GetSnapshotRequest(snapshot_id="lss-missing")
+    assert status_of(lambda: driver.controller.GetSnapshot(missing)) == grpc.StatusCode.NOT_FOUND
+    caps = driver.identity.GetPluginCapabilities(csi_pb2.GetPluginCapabilitiesRequest()).capabilities
+    group = csi_pb2.PluginCapability.Service.GROUP_CONTROLLER_SERVICE
+    assert group not in {c.service.type for c in caps}  # the VolumeService has no group snapshots
+    info = driver.node.NodeGetInfo(csi_pb2.NodeGetInfoRequest())
+    assert info.max_volumes_per_node == 0  # no loop devices of ours to count: unlimited
+    driver.controller.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id))
+    driver.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))

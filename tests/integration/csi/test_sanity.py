@@ -1,11 +1,21 @@
-"""A spec-by-spec mirror of kubernetes-csi/csi-test v5 `pkg/sanity` (identity.go, controller.go, node.go).
+"""A spec-by-spec mirror of kubernetes-csi/csi-test v5 `pkg/sanity` (identity.go, controller.go, node.go,
+groupcontroller.go; files test_sanity*.py).
 
 The Go csi-sanity binary cannot be built on these machines (no Go module proxy), so
-each Ginkgo `It(...)` the driver's capabilities make applicable is reproduced here
-with the same requests and the same expectations, against the real driver process
-on a real unix socket, with csi-sanity's defaults (10 GiB volumes, idempotent count 10).
-Test names are the Go spec descriptions. Not mirrored: groupcontroller.go (we do not
-offer GROUP_CONTROLLER_SERVICE, so csi-sanity skips it) and the snapshot-metadata specs.
+each Ginkgo `It(...)` is reproduced here with the same requests and the same
+expectations, against the real driver process on a real unix socket, with csi-sanity's
+defaults (10 GiB volumes, idempotent count 10) and, for the VolumeAttributesClass specs,
+TestVolumeMutableParameters = {"qosClass": "silver"}. Test names are the Go spec descriptions.
+The driver claims every capability csi-sanity checks, so no spec is skipped. Deliberately
+not mirrored, one by one:
+- the snapshot-metadata specs: csi-test v5 has none (SnapshotMetadata is a separate
+  service the driver does not offer, and no csi-sanity spec exercises it);
+- NodeGetVolumeHealth / NodeGetStorageHealth (newest node.go read): not CSI 1.12 RPCs;
+- none else. The XIt (disabled) ListVolumes pagination spec is mirrored anyway.
+Divergence: csi-test's ControllerGetCapabilities spec (as read, with MODIFY_VOLUME) does
+not list GET_SNAPSHOT (CSI 1.11's alpha capability) among the known ones; the task asks
+the driver to claim it, so this mirror accepts it. A Go csi-sanity run older than a
+release that knows GET_SNAPSHOT would fail that one spec with "Unknown capability".
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ import uuid
 import grpc
 import pytest
 
+from csi import loopdev
 from protos import csi_pb2
 from tests.conftest import require_root
 from tests.integration.csi.conftest import Driver, make_root, status_of, teardown_root
@@ -60,8 +71,24 @@ def test_driver_claims_what_the_mirrored_specs_need(sc: SanityContext) -> None:
         CRpc.CLONE_VOLUME,
         CRpc.PUBLISH_READONLY,
         CRpc.EXPAND_VOLUME,
+        CRpc.MODIFY_VOLUME,
+        CRpc.GET_SNAPSHOT,
+        CRpc.SINGLE_NODE_MULTI_WRITER,
+        CRpc.LIST_VOLUMES_PUBLISHED_NODES,
+        CRpc.GET_VOLUME,
+        CRpc.VOLUME_CONDITION,
     } <= ctrl_caps(sc)
-    assert {NRpc.STAGE_UNSTAGE_VOLUME, NRpc.GET_VOLUME_STATS, NRpc.EXPAND_VOLUME} <= node_caps(sc)
+    assert {
+        NRpc.STAGE_UNSTAGE_VOLUME,
+        NRpc.GET_VOLUME_STATS,
+        NRpc.EXPAND_VOLUME,
+        NRpc.VOLUME_CONDITION,
+        NRpc.SINGLE_NODE_MULTI_WRITER,
+    } <= node_caps(sc)
+    services = sc.identity.GetPluginCapabilities(csi_pb2.GetPluginCapabilitiesRequest()).capabilities
+    assert Service.GROUP_CONTROLLER_SERVICE in {c.service.type for c in services}
+    info = sc.node.NodeGetInfo(csi_pb2.NodeGetInfoRequest())
+    assert info.max_volumes_per_node == loopdev.node_capacity()  # auto: the loop devices the node holds
 
 
 # ---------------------------------------------------------------- Identity Service
@@ -105,8 +132,9 @@ def test_controllergetcapabilities_should_return_appropriate_capabilities(sc: Sa
     known = {
         CRpc.CREATE_DELETE_VOLUME, CRpc.PUBLISH_UNPUBLISH_VOLUME, CRpc.LIST_VOLUMES, CRpc.GET_CAPACITY,
         CRpc.CREATE_DELETE_SNAPSHOT, CRpc.LIST_SNAPSHOTS, CRpc.PUBLISH_READONLY, CRpc.CLONE_VOLUME,
-        CRpc.EXPAND_VOLUME, CRpc.LIST_VOLUMES_PUBLISHED_NODES, CRpc.GET_VOLUME, CRpc.VOLUME_CONDITION,
-        CRpc.SINGLE_NODE_MULTI_WRITER,
+        CRpc.EXPAND_VOLUME, CRpc.MODIFY_VOLUME, CRpc.LIST_VOLUMES_PUBLISHED_NODES, CRpc.GET_VOLUME,
+        CRpc.VOLUME_CONDITION, CRpc.SINGLE_NODE_MULTI_WRITER,
+        CRpc.GET_SNAPSHOT,  # not in csi-test's list as read: see the module docstring
     }  # fmt: skip
     assert ctrl_caps(sc) <= known
 
@@ -259,7 +287,7 @@ def test_createvolume_should_create_volume_from_an_existing_source_snapshot(r: R
     assert snap.snapshot.ready_to_use
     req = make_create_volume_req(unique_string("sanity-controller-vol-from-snap"))
     req.volume_content_source.snapshot.snapshot_id = snap.snapshot.snapshot_id
-    r.create_volume(req)
+    assert r.create_volume(req).volume.HasField("content_source")
 
 
 def test_createvolume_should_fail_when_the_volume_source_snapshot_is_not_found(sc: SanityContext) -> None:

@@ -1,8 +1,10 @@
 """csi-sanity v5 mirror, part 3: Node Service (node.go). Names are the Go spec descriptions.
 
-The driver claims STAGE_UNSTAGE_VOLUME, GET_VOLUME_STATS and EXPAND_VOLUME, and
-PUBLISH_UNPUBLISH_VOLUME on the controller, so every branch below runs the way
-csi-sanity runs it for this driver.
+The driver claims STAGE_UNSTAGE_VOLUME, GET_VOLUME_STATS, EXPAND_VOLUME and
+SINGLE_NODE_MULTI_WRITER, and PUBLISH_UNPUBLISH_VOLUME on the controller, so every branch
+below runs the way csi-sanity runs it for this driver. Not mirrored: the NodeGetVolumeHealth
+and NodeGetStorageHealth specs of the newest csi-test node.go read (RPCs and capabilities that
+CSI 1.12 does not have; csi-sanity skips them for any driver not claiming them).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tests.integration.csi.sanity_resources import (
 
 pytestmark = pytest.mark.root
 NRpc = csi_pb2.NodeServiceCapability.RPC
+Mode = csi_pb2.VolumeCapability.AccessMode
 IA = grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -34,28 +37,35 @@ def _fake_volume_id() -> str:
     return f"fake-vol-{uuid.uuid4()}"
 
 
-def _create_volume(r: Resources, name: str) -> csi_pb2.CreateVolumeResponse:
+Cap = csi_pb2.VolumeCapability
+
+
+def _create_volume(r: Resources, name: str, cap: Cap | None = None) -> csi_pb2.CreateVolumeResponse:
     return r.must_create_volume(
         csi_pb2.CreateVolumeRequest(
             name=name,
-            volume_capabilities=[sanity_capability()],
+            volume_capabilities=[cap or sanity_capability()],
             capacity_range=csi_pb2.CapacityRange(required_bytes=TEST_VOLUME_SIZE),
         )
     )
 
 
-def _controller_publish(r: Resources, vol: csi_pb2.CreateVolumeResponse, node_id: str) -> dict[str, str]:
+def _controller_publish(
+    r: Resources, vol: csi_pb2.CreateVolumeResponse, node_id: str, cap: Cap | None = None
+) -> dict[str, str]:
     req = csi_pb2.ControllerPublishVolumeRequest(
-        volume_id=vol.volume.volume_id, node_id=node_id, volume_capability=sanity_capability()
+        volume_id=vol.volume.volume_id, node_id=node_id, volume_capability=cap or sanity_capability()
     )
     req.volume_context.update(vol.volume.volume_context)
     return dict(r.must_controller_publish_volume(req).publish_context)
 
 
-def _node_stage(r: Resources, vol: csi_pb2.CreateVolumeResponse, ctx: dict[str, str]) -> None:
+def _node_stage(
+    r: Resources, vol: csi_pb2.CreateVolumeResponse, ctx: dict[str, str], cap: Cap | None = None
+) -> None:
     req = csi_pb2.NodeStageVolumeRequest(
         volume_id=vol.volume.volume_id,
-        volume_capability=sanity_capability(),
+        volume_capability=cap or sanity_capability(),
         staging_target_path=r.sc.staging_path,
         publish_context=ctx,
     )
@@ -63,12 +73,14 @@ def _node_stage(r: Resources, vol: csi_pb2.CreateVolumeResponse, ctx: dict[str, 
     r.node_stage_volume(req)
 
 
-def _node_publish(r: Resources, vol: csi_pb2.CreateVolumeResponse, ctx: dict[str, str]) -> None:
+def _node_publish(
+    r: Resources, vol: csi_pb2.CreateVolumeResponse, ctx: dict[str, str], cap: Cap | None = None
+) -> None:
     req = csi_pb2.NodePublishVolumeRequest(
         volume_id=vol.volume.volume_id,
         target_path=r.sc.target_path + "/target",
         staging_target_path=r.sc.staging_path,
-        volume_capability=sanity_capability(),
+        volume_capability=cap or sanity_capability(),
         publish_context=ctx,
     )
     req.volume_context.update(vol.volume.volume_context)
@@ -104,6 +116,30 @@ def test_nodepublishvolume_should_fail_when_no_volume_capability_is_provided(sc:
         volume_id=_fake_volume_id(), target_path=sc.target_path + "/target"
     )
     assert status_of(lambda: sc.node.NodePublishVolume(req)) == IA
+
+
+def test_nodepublishvolume_with_single_node_multi_writer_capability_should_fail_when_volume_with_single_node_single_writer_access_mode_is_already_mounted_at_a_different_target_path(  # noqa: E501
+    sc: SanityContext, r: Resources
+) -> None:
+    assert NRpc.SINGLE_NODE_MULTI_WRITER in {
+        c.rpc.type for c in sc.node.NodeGetCapabilities(csi_pb2.NodeGetCapabilitiesRequest()).capabilities
+    }
+    cap = sanity_capability(Mode.SINGLE_NODE_SINGLE_WRITER)
+    vol = _create_volume(r, unique_string("sanity-node-publish-single-node-single-writer"), cap)
+    nid = r.node_get_info().node_id
+    ctx = _controller_publish(r, vol, nid, cap)
+    _node_stage(r, vol, ctx, cap)
+    _node_publish(r, vol, ctx, cap)
+    req = csi_pb2.NodePublishVolumeRequest(
+        volume_id=vol.volume.volume_id,
+        target_path=sc.target_path + "/other_target",
+        volume_capability=cap,
+        publish_context=ctx,
+        staging_target_path=sc.staging_path,
+    )
+    req.volume_context.update(vol.volume.volume_context)
+    assert status_of(lambda: sc.node.NodePublishVolume(req)) == grpc.StatusCode.FAILED_PRECONDITION
+    assert not os.path.ismount(sc.target_path + "/other_target")
 
 
 def test_nodeunpublishvolume_should_fail_when_no_volume_id_is_provided(sc: SanityContext) -> None:

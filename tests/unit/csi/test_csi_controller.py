@@ -8,10 +8,11 @@ from dataclasses import replace
 import grpc
 import pytest
 
-from csi.backends.base import Capacity, Snapshot, Volume, VolumeSpec
+from csi.backends.base import Capacity, GroupSnapshot, Snapshot, Volume, VolumeSpec
 from csi.controller import ControllerServicer
-from csi.errors import VolumeNotFound
+from csi.errors import SnapshotNotFound, Unimplemented, VolumeNotFound
 from csi.locks import KeyedLocks
+from csi.qos import IoLimits
 from protos import csi_pb2
 
 MIB, GIB = 1 << 20, 1 << 30
@@ -38,11 +39,15 @@ class MemoryBackend:
     reports_publications = True
     reports_capacity = True
     node_side_attach = True
+    supports_group_snapshots = False
     topology_node = "n1"
 
     def __init__(self) -> None:
         self.volumes: dict[str, Volume] = {}
         self.specs: list[VolumeSpec] = []
+        self.snapshots: dict[str, Snapshot] = {}
+        self.modified: list[tuple[str, IoLimits]] = []
+        self.snap_seq = 0
 
     def probe(self) -> None: ...
 
@@ -57,7 +62,7 @@ class MemoryBackend:
         self.specs.append(spec)
         vol = Volume(
             id=f"vol-{len(self.volumes)}", name=spec.name, size_bytes=spec.size_bytes,
-            access_type=spec.access_type, fs_type=spec.fs_type, node_id="n1",
+            access_type=spec.access_type, fs_type=spec.fs_type, node_id="n1", qos=spec.qos,
         )  # fmt: skip
         self.volumes[vol.id] = vol
         return vol
@@ -77,16 +82,37 @@ class MemoryBackend:
         self.volumes[volume_id] = replace(self.volumes[volume_id], size_bytes=size_bytes)
         return self.volumes[volume_id]
 
-    def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot:
-        raise NotImplementedError
+    def modify_volume(self, volume_id: str, qos: IoLimits) -> Volume:
+        self.modified.append((volume_id, qos))
+        self.volumes[volume_id] = replace(self.volumes[volume_id], qos=qos)
+        return self.volumes[volume_id]
 
-    def delete_snapshot(self, snapshot_id: str) -> None: ...
+    def create_snapshot(self, name: str, source_volume_id: str) -> Snapshot:
+        self.snap_seq += 1
+        snap = Snapshot(id=f"snap-{self.snap_seq - 1}", name=name, source_volume_id=source_volume_id,
+                        size_bytes=GIB, created_at=1.5)  # fmt: skip
+        self.snapshots[snap.id] = snap
+        return snap
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self.snapshots.pop(snapshot_id, None)
 
     def get_snapshot(self, snapshot_id: str) -> Snapshot:
-        raise NotImplementedError
+        if snapshot_id not in self.snapshots:
+            raise SnapshotNotFound(snapshot_id)
+        return self.snapshots[snapshot_id]
 
     def list_snapshots(self) -> list[Snapshot]:
-        return []
+        return list(self.snapshots.values())
+
+    def create_group_snapshot(self, name: str, volume_ids: list[str]) -> GroupSnapshot:
+        raise Unimplemented("memory")
+
+    def delete_group_snapshot(self, group_id: str, snapshot_ids: list[str]) -> None:
+        raise Unimplemented("memory")
+
+    def get_group_snapshot(self, group_id: str) -> GroupSnapshot:
+        raise Unimplemented("memory")
 
     def known_node(self, node_id: str) -> bool:
         return node_id == "n1"

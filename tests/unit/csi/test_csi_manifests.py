@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from csi.qos import QOS_CLASSES, limits_from
 from csi.settings import DEFAULT_ENDPOINT, DRIVER_NAME, CsiSettings
 
 DIR = Path(__file__).resolve().parents[3] / "daemonsets" / "csi"
@@ -67,3 +68,31 @@ def test_node_plugin_socket_is_where_kubelet_looks() -> None:
     assert node["lightningstor-csi"]["securityContext"]["privileged"] is True
     mounts = {m["mountPath"]: m for m in node["lightningstor-csi"]["volumeMounts"]}
     assert mounts["/var/lib/kubelet"]["mountPropagation"] == "Bidirectional"
+
+
+def test_volume_attributes_classes_carry_parameters_the_driver_accepts() -> None:
+    classes = [o for (kind, _), o in _objects().items() if kind == "VolumeAttributesClass"]
+    assert {c["parameters"]["qosClass"] for c in classes} == set(QOS_CLASSES)
+    for c in classes:
+        assert c["driverName"] == DRIVER_NAME and c["apiVersion"] == "storage.k8s.io/v1beta1"
+        limits_from(c["parameters"])  # raises InvalidArgument if the driver would refuse the class
+
+
+def test_group_snapshot_class_and_sidecar_feature_gates() -> None:
+    objs = _objects()
+    vgsc = objs[("VolumeGroupSnapshotClass", "lightningstor-group-snapshots")]
+    assert vgsc["driver"] == DRIVER_NAME and vgsc["apiVersion"].startswith("groupsnapshot.storage.k8s.io/")
+    sidecars = _containers(objs[("Deployment", "lightningstor-csi-controller")])
+
+    def gates(name: str) -> set[str]:
+        flags = [a for a in sidecars[name]["args"] if a.startswith("--feature-gates=")]
+        return {g for f in flags for g in f.removeprefix("--feature-gates=").split(",")}
+
+    assert "VolumeAttributesClass=true" in gates("csi-provisioner")
+    assert "VolumeAttributesClass=true" in gates("csi-resizer")
+    assert "CSIVolumeGroupSnapshot=true" in gates("csi-snapshotter")
+    rules = objs[("ClusterRole", "lightningstor-csi-controller")]["rules"]
+    granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert ("storage.k8s.io", "volumeattributesclasses") in granted
+    assert ("groupsnapshot.storage.k8s.io", "volumegroupsnapshotcontents") in granted
+    assert ("groupsnapshot.storage.k8s.io", "volumegroupsnapshotclasses") in granted

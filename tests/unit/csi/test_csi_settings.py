@@ -66,3 +66,16 @@ def test_help_names_every_env_fallback(capsys: pytest.CaptureFixture[str]) -> No
     env_vars += ["LIGHTNINGSTOR_ENDPOINT", "CSI_METRICS_ADDRESS", "CSI_MAX_VOLUMES_PER_NODE"]
     for var in env_vars:
         assert var in out
+
+
+def test_max_volumes_auto_default_and_qos_cgroup_fallbacks() -> None:
+    s = CsiSettings.from_args([], {})
+    assert s.max_volumes_per_node is None and s.qos_cgroup == "auto"
+    assert s.resolved_max_volumes(4096) == 4096  # local backend: the loop devices the node holds
+    ls = CsiSettings.from_args(["--backend", "lightningstor", "--lightningstor-endpoint", "x:1"], {})
+    assert ls.resolved_max_volumes(4096) == 0
+    env = {"CSI_MAX_VOLUMES_PER_NODE": "0", "CSI_QOS_CGROUP": "/sys/fs/cgroup/kubepods.slice"}
+    s = CsiSettings.from_args([], env)
+    assert s.resolved_max_volumes(4096) == 0 and s.qos_cgroup == "/sys/fs/cgroup/kubepods.slice"
+    with pytest.raises(ValueError):
+        CsiSettings.from_args(["--max-volumes-per-node", "many"], {})

@@ -72,7 +72,8 @@ def test_supported_honours_the_volume_access_type() -> None:
         (None, "ext4", 0, GIB),  # no range: the 1 GiB default
         (rng(limit=100 * MIB), "ext4", 0, 100 * MIB),  # default clamped to the limit
         (rng(required=1), "ext4", 0, MIB),  # rounded up to whole MiB
-        (rng(required=10 * MIB), "xfs", 0, 300 * MIB),  # xfs's floor
+        (rng(required=300 * MIB), "xfs", 0, 300 * MIB),  # xfs's minimum itself
+        (None, "xfs", 0, GIB),  # no range: the default is above xfs's minimum
         (rng(required=10 * MIB), "", 64 * MIB, 64 * MIB),  # content (snapshot) floor
         (rng(required=5 * GIB, limit=5 * GIB), "ext4", 0, 5 * GIB),
     ],
@@ -88,6 +89,23 @@ def test_size_from_range_errors() -> None:
         wire.size_from_range(rng(required=2 * MIB, limit=MIB), fs_type="", max_bytes=GIB)
     with pytest.raises(OutOfRange):
         wire.size_from_range(rng(required=10 * MIB, limit=20 * MIB), fs_type="xfs", max_bytes=GIB)
+
+
+def test_xfs_below_its_minimum_is_refused_with_the_minimum_named_never_tripled() -> None:
+    with pytest.raises(OutOfRange, match="at least 300 MiB"):
+        wire.size_from_range(rng(required=100 * MIB), fs_type="xfs", max_bytes=GIB)
+    with pytest.raises(OutOfRange, match="at least 300 MiB"):
+        wire.size_from_range(rng(limit=100 * MIB), fs_type="xfs", max_bytes=GIB)
+
+
+def test_auto_default_gives_small_requests_ext4_instead_of_a_300_mib_xfs() -> None:
+    mount = [wire.capability(cap("mount"))]
+    named = [wire.capability(cap("mount", "xfs"))]
+    assert wire.volume_fs_type(mount, "xfs", small_fallback="ext4", requested=100 * MIB) == "ext4"
+    assert wire.volume_fs_type(mount, "xfs", small_fallback="ext4", requested=300 * MIB) == "xfs"
+    assert wire.volume_fs_type(mount, "xfs", small_fallback="ext4", requested=0) == "xfs"  # 1 GiB default
+    assert wire.volume_fs_type(named, "ext4", small_fallback="ext4", requested=100 * MIB) == "xfs"
+    assert wire.volume_fs_type(mount, "xfs", requested=100 * MIB) == "xfs"  # fixed default: no fallback
     with pytest.raises(OutOfRange):
         wire.size_from_range(rng(required=2 * GIB), fs_type="", max_bytes=GIB)
     with pytest.raises(OutOfRange):
@@ -118,9 +136,19 @@ def test_tokens_round_trip_and_reject_forgeries() -> None:
 def test_paginate_continues_after_deletions() -> None:
     ids = ["a", "b", "c", "d", "e"]
     start, end, token = wire.paginate(ids, 2, "")
-    assert (start, end) == (0, 2) and token
+    assert (start, end) == (0, 2) and wire.token_start(token) == "b"  # the cursor: last id returned
     # "c" (the next page's first entry) was deleted meanwhile: the page starts at "d"
     start, end, token2 = wire.paginate(["a", "b", "d", "e"], 0, token)
     assert (start, end, token2) == (2, 4, "")
     with pytest.raises(InvalidArgument):
         wire.paginate(ids, -1, "")
+
+
+def test_paginate_cursor_survives_changes_on_both_sides_of_it() -> None:
+    _, _, token = wire.paginate(["a", "c", "e", "g"], 2, "")  # page 1: a, c
+    # meanwhile "c" (the cursor itself) and "a" are deleted, "b" and "d" added
+    now = ["b", "d", "e", "g"]
+    start, end, token = wire.paginate(now, 2, token)
+    assert now[start:end] == ["d", "e"]  # no repeat, nothing after the cursor skipped
+    start, end, token = wire.paginate(now, 2, token)
+    assert (now[start:end], token) == (["g"], "")
