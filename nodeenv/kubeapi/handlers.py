@@ -35,6 +35,7 @@ from nodeenv.kubeapi.wire import (
 )
 
 Handler = Callable[[web.Request, ApiState, RequestInfo, Kind], Awaitable[web.StreamResponse]]
+WARNINGS = web.RequestKey("kubeapi_warnings", list[str])
 _RETURNS_OBJECT = ("Pod", "Service", "Namespace", "ServiceAccount")  # ReturnDeletedObject: true
 
 
@@ -47,8 +48,12 @@ def _respond_obj(
 ) -> web.Response:
     obj = st.views.present(kind, obj)
     if tables.wants_table(request.headers.get("Accept", "")):
-        return respond(tables.table(kind, [obj], obj["metadata"]["resourceVersion"], request.query), status)
-    return respond(obj, status)
+        resp = respond(tables.table(kind, [obj], obj["metadata"]["resourceVersion"], request.query), status)
+    else:
+        resp = respond(obj, status)
+    for text in request.get(WARNINGS, ()):
+        resp.headers.add("Warning", strict.warning_header(text))
+    return resp
 
 
 async def get(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
@@ -74,7 +79,7 @@ async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
     body = await _body(request)
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
-    strict.check(kind, body, request.query)
+    request[WARNINGS] = strict.check(kind, body, request.query)
     skind, stored = st.views.storage(kind), st.views.to_storage(kind, body)
     obj = st.resources.create(skind, info.namespace, stored, dry_run=dry_run(request.query))
     return _respond_obj(request, st, kind, obj, 201)
@@ -82,7 +87,7 @@ async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
 
 async def update(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     body = await _body(request)
-    strict.check(kind, body, request.query)
+    request[WARNINGS] = strict.check(kind, body, request.query)
     body = st.views.to_storage(kind, body)
     obj = st.resources.update(
         st.views.storage(kind), info.namespace, info.name, body,
@@ -102,7 +107,7 @@ async def patch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
     skind = st.views.storage(kind)
     current = st.resources.get(skind, info.namespace, info.name)
     patched = apply_patch(ctype, st.views.present(kind, current), body, kind.kind)
-    strict.check(kind, patched, q)
+    request[WARNINGS] = strict.check(kind, patched, q)
     patched = st.views.to_storage(kind, patched)
     meta = patched.get("metadata")
     if not isinstance(meta, dict):

@@ -1,7 +1,8 @@
 """`fieldValidation=Strict` (what kubectl sends by default) for the top level and metadata of every
 kind: an unknown field is 400 `<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding
-error: unknown field "<path>"`, as the apiserver's strict decoder answers. `Ignore` and `Warn` (the
-default for other clients) accept the object; Warn's `Warning` header is not sent.
+error: unknown field "<path>"`, as the apiserver's strict decoder answers; `Warn` (the default when a
+client sends none) accepts the object and answers `Warning: 299 - "unknown field \\"<path>\\""` headers;
+`Ignore` accepts it silently.
 Simplified: fields below spec/status/data are not checked (no schemas, see openapi.py).
 """
 
@@ -67,13 +68,21 @@ def unknown_fields(kind: Kind, obj: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def check(kind: Kind, obj: Any, query: Mapping[str, str]) -> None:
-    if query.get("fieldValidation") != "Strict" or not isinstance(obj, Mapping):
-        return
+def check(kind: Kind, obj: Any, query: Mapping[str, str]) -> list[str]:
+    """400 for unknown fields under Strict; their warnings under Warn (the default); nothing under Ignore."""
+    mode = query.get("fieldValidation") or "Warn"
+    if mode == "Ignore" or not isinstance(obj, Mapping):
+        return []
     unknown = unknown_fields(kind, obj)
-    if unknown:
+    if unknown and mode == "Strict":
         fields = ", ".join(f'unknown field "{f}"' for f in unknown)
         raise BadRequest(
             f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
             f"strict decoding error: {fields}"
         )
+    return [f'unknown field "{f}"' for f in unknown]
+
+
+def warning_header(text: str) -> str:
+    """RFC 7234 form the apiserver uses: code 299, agent "-", the text quoted."""
+    return "299 - " + '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

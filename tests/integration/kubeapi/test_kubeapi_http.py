@@ -176,3 +176,15 @@ async def test_bookmarks_also_on_a_busy_watch_and_never_ahead_of_events(
         if e["type"] == "BOOKMARK":  # every event after a bookmark is newer than it
             assert all(v > versions[i] for v in versions[i + 1 :] if v != versions[i])
             assert all(v <= versions[i] for v in versions[:i])
+
+
+async def test_unknown_fields_warn_by_default(http: Http) -> None:
+    body = json.dumps({"metadata": {"name": "w"}, "dta": {"k": "v"}})
+    url = f"{http.api.url}/api/v1/namespaces/default/configmaps"
+    hdrs = {**http.auth, "Content-Type": "application/json"}
+    async with http.s.post(url, data=body, headers=hdrs, ssl=http.ssl) as r:
+        assert r.status == 201
+        assert r.headers.getall("Warning") == ['299 - "unknown field \\"dta\\""']
+    async with http.s.post(url + "?fieldValidation=Strict", data=body.replace('"w"', '"s"'), headers=hdrs,
+                           ssl=http.ssl) as r:  # fmt: skip
+        assert r.status == 400

@@ -1,0 +1,104 @@
+"""Every name an object refers to exists in the overlay (or is one of the few Secrets/ConfigMaps an admin
+creates first, as the README says), Services select pods that serve their target ports, and no two
+host-network workloads listen on the same node port."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from tests.unit.daemonsets import programs
+from tests.unit.daemonsets.rendered import container_env, containers, ident, objects, pod_spec, workloads
+
+Obj = dict[str, Any]
+# Created by the cluster admin before `kubectl apply -k` (README "Installing on k3s"), never shipped.
+ADMIN_CREATED = {
+    ("Secret", "iam-webhook-tls"),
+    ("Secret", "iam-webhook-client-ca"),
+    ("ConfigMap", "iam-webhook-keys"),
+}
+
+
+def _names(kind: str) -> set[tuple[str, str]]:
+    return {
+        (o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in objects() if o["kind"] == kind
+    }
+
+
+def _refs(w: Obj) -> list[tuple[str, str]]:
+    spec, out = pod_spec(w), []
+    if spec.get("serviceAccountName"):
+        out.append(("ServiceAccount", spec["serviceAccountName"]))
+    for v in spec.get("volumes") or []:
+        out += [("ConfigMap", v["configMap"]["name"])] if "configMap" in v else []
+        out += [("Secret", v["secret"]["secretName"])] if "secret" in v else []
+    for c in containers(w):
+        out += [
+            ("ConfigMap", s["configMapRef"]["name"]) for s in c.get("envFrom") or [] if "configMapRef" in s
+        ]
+        for e in c.get("env") or []:
+            ref = e.get("valueFrom") or {}
+            out += [("ConfigMap", ref["configMapKeyRef"]["name"])] if "configMapKeyRef" in ref else []
+            out += [("Secret", ref["secretKeyRef"]["name"])] if "secretKeyRef" in ref else []
+    return out
+
+
+def test_pods_refer_only_to_objects_the_overlay_creates() -> None:
+    missing = []
+    for w in workloads():
+        ns = w["metadata"]["namespace"]
+        for kind, name in _refs(w):
+            if (ns, name) not in _names(kind) and (kind, name) not in ADMIN_CREATED:
+                missing.append(f"{ident(w)} -> {kind} {name}")
+    assert missing == []
+
+
+def test_bindings_name_existing_roles_and_service_accounts() -> None:
+    missing = []
+    for b in objects():
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        ref, ns = b["roleRef"], b["metadata"].get("namespace", "")
+        if (ns if ref["kind"] == "Role" else "", ref["name"]) not in _names(ref["kind"]):
+            missing.append(f"{ident(b)} -> {ref['kind']} {ref['name']}")
+        for s in b.get("subjects") or []:
+            if s["kind"] == "ServiceAccount" and (s["namespace"], s["name"]) not in _names("ServiceAccount"):
+                missing.append(f"{ident(b)} -> ServiceAccount {s['namespace']}/{s['name']}")
+    assert missing == []
+
+
+def test_services_select_pods_that_serve_their_target_ports() -> None:
+    for svc in (o for o in objects() if o["kind"] == "Service"):
+        selector = svc["spec"]["selector"]
+        pods = [
+            w for w in workloads() if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert pods, f"{ident(svc)} selects no workload"
+        for port in svc["spec"]["ports"]:
+            target = port.get("targetPort", port["port"])
+            served = {(p.get("name"), p["containerPort"], p.get("protocol", "TCP")) for w in pods
+                      for c in containers(w) for p in c.get("ports") or []}  # fmt: skip
+            assert any(target in (name, number) and proto == port.get("protocol", "TCP")
+                       for name, number, proto in served), f"{ident(svc)} port {port}"  # fmt: skip
+
+
+def _host_ports(w: Obj) -> set[int]:
+    """Ports a host-network pod binds on its node: declared container ports and its programs' listeners."""
+    ports: set[int] = set()
+    for c in containers(w, init=False):
+        ports |= {p["containerPort"] for p in c.get("ports") or []}
+        command = c.get("command") or ["/"]
+        if command[0] in programs.SCRIPTS:
+            settings = programs.parse(command[0], [*command[1:], *(c.get("args") or [])], container_env(w, c))
+            health = programs.health(command[0], settings)
+            ports |= {health.port} if health else set()
+    return ports
+
+
+def test_host_network_workloads_never_share_a_node_port() -> None:
+    owners: dict[int, list[str]] = defaultdict(list)
+    for w in workloads():
+        if pod_spec(w).get("hostNetwork"):
+            for port in _host_ports(w):
+                owners[port].append(ident(w))
+    assert {p: o for p, o in owners.items() if len(o) > 1} == {}
