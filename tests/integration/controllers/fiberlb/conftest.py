@@ -13,8 +13,8 @@ import pytest
 
 from controllers.fiberlb.ovn_backend import OvnBackend
 from controllers.machinery import NAMESPACES
-from nodeenv.cni_component import CniComponent, _listening
-from nodeenv.daemons import stop
+from nodeenv.cni_component import CniComponent
+from nodeenv.daemons import stop, unix_listening
 from nodeenv.fiberlb_routes import delete_host_routes, ensure_host_routes
 from nodeenv.node import Node
 from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods
@@ -32,7 +32,7 @@ def lb_agent(ovn_node: Node) -> Iterator[Agent]:
     component = CniComponent(cluster_cidr=CLUSTER_CIDR)
     settings = component.settings(ovn_node)
     env = {k: v for k, v in ovn_node.endpoints.items() if k.startswith("PRISMNET_")}
-    ours = not (env and _listening(Path(env["PRISMNET_AGENT_SOCKET"])))
+    ours = not (env and unix_listening(Path(env["PRISMNET_AGENT_SOCKET"])))
     if ours:
         env = component.start(ovn_node)
         ovn_node.endpoints.update(env)
