@@ -18,7 +18,7 @@ from typing import Any
 from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
 from nodeenv.scenario import Scenario
-from nodeenv.scenarios.webhook import _review
+from nodeenv.scenarios.webhook import WebhookClient, _review
 
 PROJECTS = {"tenant-a": ("org-sbx", "proj-a"), "tenant-b": ("org-sbx", "proj-b")}
 PODS = (("tenant-a", "web"), ("tenant-a", "client"), ("tenant-b", "client"))
@@ -176,7 +176,8 @@ def _token_matches_bindings(scn: Scenario, kubectl: list[str]) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, env=scn.node.process_env(), timeout=30)
     if proc.returncode:
         raise RuntimeError(f"iam-webhook mint: {proc.stderr.strip()}")
-    status = _review(scn.env, proc.stdout.strip(), client_cert=True)
+    webhook = WebhookClient.from_kubeconfig(scn.env["WEBHOOK_KUBECONFIG"])  # as kube-apiserver finds it
+    status = _review(webhook, proc.stdout.strip(), client_cert=True)
     groups = set(status["user"]["groups"]) if status.get("authenticated") else set()
     bound = {
         rb["metadata"]["name"]: rb["subjects"][0]["name"] for rb in _get(kubectl, "rolebindings", "tenant-a")
