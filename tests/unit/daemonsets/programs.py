@@ -32,6 +32,23 @@ def _agent(argv: Sequence[str], env: Mapping[str, str]) -> Any:
     return AgentSettings.from_argv(argv, env)
 
 
+def _installer(argv: Sequence[str], env: Mapping[str, str]) -> Any:
+    """prismnet-install: prismnet-agent's flags plus where to install, validated as its main does."""
+    from dataclasses import fields
+
+    from cni.install import build_install_parser
+    from cni.settings import AgentSettings
+
+    parser = build_install_parser(env)
+    ns = parser.parse_args(list(argv))
+    try:
+        settings = AgentSettings(**{f.name: getattr(ns, f.name) for f in fields(AgentSettings)})
+        settings.validate()
+    except ValueError as e:
+        parser.error(str(e))
+    return ns
+
+
 def _csi(argv: Sequence[str], env: Mapping[str, str]) -> Any:
     from csi.settings import CsiSettings
 
@@ -61,7 +78,8 @@ def _controller_app(program: str) -> Reader:
 
 
 def reader(program: str) -> Reader:
-    table: dict[str, Reader] = {"prismnet-agent": _agent, "lightningstor-csi": _csi, "iam-webhook": _webhook}
+    table: dict[str, Reader] = {"prismnet-agent": _agent, "prismnet-install": _installer,
+                                "lightningstor-csi": _csi, "iam-webhook": _webhook}  # fmt: skip
     if program in table:
         return table[program]
     module = importlib.import_module(SCRIPTS[program].partition(":")[0])

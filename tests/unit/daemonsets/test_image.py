@@ -95,7 +95,7 @@ def _in_image(programs: set[str]) -> list[str]:
 # Programs the suite's Python code executes (module: programs); each must be shipped in the image.
 CODE_RUNS = {
     "csi/loopdev.py": {"losetup"},
-    "csi/backends/local.py": {"cp"},
+    "csi/backends/local_groups.py": {"cp"},
     "csi/mounts.py": {
         "mount",
         "umount",

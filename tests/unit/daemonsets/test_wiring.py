@@ -100,6 +100,25 @@ def test_only_the_csi_node_plugin_mounts_with_bidirectional_propagation() -> Non
     assert found == {("DaemonSet/kube-system/lightningstor-csi-node", "lightningstor-csi")}
 
 
+def test_cni_installer_writes_the_socket_and_networks_the_agent_serves() -> None:
+    w = find("DaemonSet", "prismnet-agent")
+    spec = pod_spec(w)
+    (installer,) = spec["initContainers"]
+    (agent,) = [c for c in spec["containers"] if c["command"] == ["prismnet-agent"]]
+    conf = programs.parse("prismnet-install", installer.get("args") or [], container_env(w, installer))
+    served = programs.parse("prismnet-agent", agent.get("args") or [], container_env(w, agent))
+    assert (conf.socket, conf.ovn_nb_db, conf.cluster_cidr) == (
+        served.socket,
+        served.ovn_nb_db,
+        served.cluster_cidr,
+    )
+    where, host_path = resolve(w, agent, served.socket)
+    assert where == "host", "kubelet runs the shim on the host: the agent's socket must be on a hostPath"
+    assert host_path == served.socket, (
+        "the conflist names the agent's path, which must be the same on the host"
+    )
+
+
 # --- IAM webhook ------------------------------------------------------------------------------------
 
 
