@@ -114,7 +114,7 @@ def test_cni_installer_writes_the_socket_and_networks_the_agent_serves() -> None
     )
     where, host_path = resolve(w, agent, served.socket)
     assert where == "host", "kubelet runs the shim on the host: the agent's socket must be on a hostPath"
-    assert host_path == served.socket, (
+    assert host_path == str(served.socket), (
         "the conflist names the agent's path, which must be the same on the host"
     )
 
