@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.unit.daemonsets import programs
-from tests.unit.daemonsets.rendered import K3S, container_env, find, k3s_file
+from tests.unit.daemonsets.rendered import K3S, container_env, find, k3s_file, objects
 
 Obj = dict[str, Any]
 # Flag names from k3s's pkg/cli/cmds/server.go and agent.go (the ones a config here may use).
@@ -160,3 +160,17 @@ def test_audit_policy_is_valid_and_never_records_secret_or_token_bodies() -> Non
     assert audit_level(policy, "rbac.authorization.k8s.io", "rolebindings", "create") == "RequestResponse"
     assert audit_level(policy, "", "services", "delete") == "Request"
     assert audit_level(policy, "", "pods", "list") == "Metadata"
+
+
+def test_beta_apis_the_overlay_uses_are_enabled() -> None:
+    """VolumeAttributesClass is storage.k8s.io/v1beta1 in 1.32: its gate and API group version are off
+    by default, so `kubectl apply -k` would fail on a plain k3s."""
+    used = {o["apiVersion"] for o in objects() if o["kind"] == "VolumeAttributesClass"}
+    if not used:
+        return
+    cfg = server()
+    args = apiserver_args(cfg)
+    assert "VolumeAttributesClass=true" in args.get("feature-gates", "").split(",")
+    assert "storage.k8s.io/v1beta1=true" in args.get("runtime-config", "").split(",")
+    manager = dict(a.split("=", 1) for a in cfg["kube-controller-manager-arg"])
+    assert "VolumeAttributesClass=true" in manager["feature-gates"].split(",")
