@@ -17,6 +17,10 @@ Obj = dict[str, Any]
 # https://kubernetes.io/docs/concepts/security/pod-security-standards/
 BASELINE_CAPS = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
                  "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}  # fmt: skip
+SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range",
+                "net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                "net.ipv4.tcp_keepalive_probes"}  # fmt: skip
 RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
                       "projected", "secret"}  # fmt: skip
 
@@ -111,6 +115,8 @@ def baseline_violations(w: Obj, needs: Needs) -> list[str]:
     pod, out = pod_spec(w), []
     out += [f"pod uses {k}" for k in ("hostNetwork", "hostPID", "hostIPC") if pod.get(k)]
     out += [f"hostPath volume {v['name']}" for v in pod.get("volumes") or [] if "hostPath" in v]
+    sysctls = {x["name"] for x in (pod.get("securityContext") or {}).get("sysctls") or []}
+    out += [f"unsafe sysctl {x}" for x in sorted(sysctls - SAFE_SYSCTLS)]
     for c in containers(w):
         sc = c.get("securityContext") or {}
         out += [f"{c['name']}: privileged"] if sc.get("privileged") else []
@@ -241,10 +247,11 @@ def test_the_checks_refuse_what_they_should() -> None:
     restricted = Needs("restricted", "test")
     w = {"kind": "Deployment", "metadata": {"name": "x"}, "spec": {"template": {"spec": {
         "hostNetwork": True, "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+        "securityContext": {"sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]},
         "containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}],
     }}}}  # fmt: skip
     found = " ".join(least_privilege_violations(w, restricted) + baseline_violations(w, restricted)
                      + restricted_violations(w))  # fmt: skip
-    for problem in ("hostNetwork", "hostPath", "SYS_ADMIN", "drop ALL", "allowPrivilegeEscalation",
-                    "may run as root", "readOnlyRootFilesystem", "seccompProfile"):  # fmt: skip
+    for problem in ("hostNetwork", "hostPath", "net.core.somaxconn", "SYS_ADMIN", "drop ALL",
+                    "allowPrivilegeEscalation", "may run as root", "readOnlyRootFilesystem", "seccompProfile"):  # fmt: skip
         assert problem in found
