@@ -17,10 +17,12 @@ Obj = dict[str, Any]
 # https://kubernetes.io/docs/concepts/security/pod-security-standards/
 BASELINE_CAPS = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
                  "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}  # fmt: skip
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range",
-                "net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes"}  # fmt: skip
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}  # fmt: skip
 RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
                       "projected", "secret"}  # fmt: skip
 
@@ -252,6 +254,16 @@ def test_the_checks_refuse_what_they_should() -> None:
     }}}}  # fmt: skip
     found = " ".join(least_privilege_violations(w, restricted) + baseline_violations(w, restricted)
                      + restricted_violations(w))  # fmt: skip
-    for problem in ("hostNetwork", "hostPath", "net.core.somaxconn", "SYS_ADMIN", "drop ALL",
-                    "allowPrivilegeEscalation", "may run as root", "readOnlyRootFilesystem", "seccompProfile"):  # fmt: skip
+    problems = (
+        "hostNetwork",
+        "hostPath",
+        "net.core.somaxconn",
+        "SYS_ADMIN",
+        "drop ALL",
+        "allowPrivilegeEscalation",
+        "may run as root",
+        "readOnlyRootFilesystem",
+        "seccompProfile",
+    )
+    for problem in problems:
         assert problem in found
