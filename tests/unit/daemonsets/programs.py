@@ -59,7 +59,7 @@ def _controller_app(program: str) -> Reader:
     """Programs built on controllers.machinery.ControllerApp (module attribute `app`)."""
     from controllers.machinery.settings import parse
 
-    app = importlib.import_module(SCRIPTS[program].partition(":")[0]).app
+    app = module_of(program).app
 
     def read(argv: Sequence[str], env: Mapping[str, str]) -> Any:
         return parse(app.program, app.description, argv, env, prefix=app.env_prefix,
@@ -68,13 +68,16 @@ def _controller_app(program: str) -> Reader:
     return read
 
 
+def module_of(program: str) -> Any:
+    return importlib.import_module(SCRIPTS[program].partition(":")[0])
+
+
 def reader(program: str) -> Reader:
     table: dict[str, Reader] = {"prismnet-agent": _agent, "prismnet-install": _installer,
                                 "lightningstor-csi": _csi, "iam-webhook": _webhook}  # fmt: skip
     if program in table:
         return table[program]
-    module = importlib.import_module(SCRIPTS[program].partition(":")[0])
-    if hasattr(module, "app"):
+    if hasattr(module_of(program), "app"):
         return _controller_app(program)
     raise AssertionError(f"{program}: add its settings reader to tests/unit/daemonsets/programs.py")
 

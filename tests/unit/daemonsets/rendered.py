@@ -94,9 +94,12 @@ def container_env(workload: Obj, container: Obj) -> dict[str, str]:
             assert key["key"] in maps.get(key["name"], {}), f"{ident(workload)}: {e['name']} names {key}"
             env[e["name"]] = maps[key["name"]][key["key"]]
         elif "fieldRef" in ref:
-            env[e["name"]] = {"status.hostIP": "192.0.2.10", "status.podIP": "10.244.0.10"}.get(
-                ref["fieldRef"]["fieldPath"], "node-1"
-            )
+            env[e["name"]] = {
+                "status.hostIP": "192.0.2.10",
+                "status.podIP": "10.244.0.10",
+                "metadata.namespace": ns,
+                "metadata.name": f"{workload['metadata']['name']}-pod-1",
+            }.get(ref["fieldRef"]["fieldPath"], "node-1")
         else:
             env[e["name"]] = "from-secret"
     return env

@@ -102,3 +102,34 @@ def test_host_network_workloads_never_share_a_node_port() -> None:
             for port in _host_ports(w):
                 owners[port].append(ident(w))
     assert {p: o for p, o in owners.items() if len(o) > 1} == {}
+
+
+def _lease_requests(user: str, namespace: str, name: str) -> list[Any]:
+    """What the machinery's LeaderElector sends: create the Lease, then get and update it by name."""
+    from nodeenv.kubeapi.auth import RequestRecord
+
+    def req(verb: str, lease: str) -> RequestRecord:
+        return RequestRecord(user=user, verb=verb, group="coordination.k8s.io", version="v1",
+                             resource="leases", subresource="", namespace=namespace, name=lease,
+                             status=200, path="/")  # fmt: skip
+
+    return [req("create", ""), req("get", name), req("update", name)]
+
+
+def test_replicated_controllers_elect_a_leader_on_a_lease_their_rbac_allows() -> None:
+    from tests.rbac_coverage import check_requests
+
+    checked = 0
+    for w in workloads():
+        for c in containers(w, init=False):
+            program = (c.get("command") or ["/"])[0]
+            if program not in programs.SCRIPTS or not hasattr(programs.module_of(program), "app"):
+                continue
+            s = programs.parse(program, c.get("args") or [], container_env(w, c))
+            if w["spec"].get("replicas", 1) > 1:
+                assert s.leader_elect, f"{ident(w)}: {w['spec']['replicas']} replicas without leader election"
+            user = f"system:serviceaccount:{w['metadata']['namespace']}:{pod_spec(w)['serviceAccountName']}"
+            refused = check_requests(user, _lease_requests(user, s.lease.namespace, s.lease.name))
+            assert refused == [], f"{ident(w)}: the Lease {s.lease.namespace}/{s.lease.name}"
+            checked += 1
+    assert checked >= 4
