@@ -51,6 +51,11 @@ def ensure_management_port(
         # MAC-only port security: the node forwards (DNAT, masquerade) traffic of other sources.
         ids = {"prismnet.node": node, "prismnet.role": "management"}
         mac, ip, plen, _ = nb.allocate_port(switch, lsp, ids, mac_only_security=True)
+    if ovs.port(s.management_if) is not None and not links.exists(s.management_if):
+        # the device was deleted (node-down, by hand) but the OVS port stayed: ovs-vswitchd
+        # re-creates an internal port's tap only when the port is added again
+        log.info("management port %s has no device; re-adding it to OVS", s.management_if)
+        ovs.unbind(s.management_if)
     with ovs.expect_installed(s.management_if) as installed:
         ovs.bind(s.management_if, lsp, {"prismnet.role": "management"}, internal=True)
         _wait_device(links, s.management_if)

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nodeenv.daemons import is_alive
-from tests.integration.cni.conftest import Agent, Pods, pod_ip
+from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
 
 
 def _lsps(agent: Agent) -> set[str]:
@@ -204,3 +204,16 @@ def test_sigterm_lets_in_flight_requests_finish(agent: Agent, pods: Pods, tmp_pa
     finally:
         agent.restart()
         rt.delete(cid, path, call.out, args=args)  # type: ignore[attr-defined]
+
+
+def test_agent_restart_recreates_a_deleted_management_device(agent: Agent, pods: Pods) -> None:
+    """node-down (or an admin) deletes the management device but OVSDB keeps its port: the next
+    agent must re-add the port so ovs-vswitchd makes the tap again, and the node reaches pods."""
+    dev = agent.component.settings(agent.node).management_if
+    agent.stop()
+    subprocess.run(["ip", "link", "del", dev], check=True)
+    assert dev in agent.vsctl("--bare", "--columns=name", "list", "Interface").split()
+    agent.restart()
+    assert Path(f"/sys/class/net/{dev}").exists()
+    _, _, result = pods.add("mgmtdev", "p")
+    ping(None, pod_ip(result))

@@ -44,7 +44,6 @@ def cni_agent(ovn_node: Node) -> Iterator[Agent]:
         yield Agent(ovn_node, CniComponent(cluster_cidr=CLUSTER_CIDR), env, conflist)
         return
     component = CniComponent(cluster_cidr=CLUSTER_CIDR)
-    _drop_stale_management_port(ovn_node, component)
     try:
         env = component.start(ovn_node)
     except DaemonError as e:
@@ -61,19 +60,6 @@ def cni_agent(ovn_node: Node) -> Iterator[Agent]:
         component.cleanup(ovn_node)
         for key in env:
             ovn_node.endpoints.pop(key, None)
-
-
-def _drop_stale_management_port(node: Node, component: CniComponent) -> None:
-    """An agent stopped earlier in this session by another test's fixture (CniComponent.cleanup)
-    leaves its management port in OVSDB without the device; ovs-vswitchd then never recreates the
-    device and the next agent fails to start. This session's own node: drop the stale port so the
-    agent adds it afresh. (Reported to the CNI component's owner.)"""
-    ifname = component.settings(node).management_if
-    if not Path(f"/sys/class/net/{ifname}").exists():
-        db = node.endpoints["OVS_DB"]
-        subprocess.run(
-            ["ovs-vsctl", f"--db={db}", "--timeout=10", "--if-exists", "del-port", ifname], check=True
-        )
 
 
 @dataclass
