@@ -56,7 +56,16 @@ class DaemonTable:
             return []
 
     def add(self, rec: DaemonRecord) -> None:
-        records = [r for r in self.load() if r.name != rec.name] + [rec]
+        self._save([r for r in self.load() if r.name != rec.name] + [rec])
+
+    def stop(self, name: str, timeout: float = 10.0) -> bool:
+        """Stop the daemon recorded as `name` and forget it, so the node stays `is_up()`."""
+        records = self.load()
+        stopped = any([stop(r, timeout) for r in records if r.name == name])
+        self._save([r for r in records if r.name != name])
+        return stopped
+
+    def _save(self, records: list[DaemonRecord]) -> None:
         tmp = self._path.with_suffix(".tmp")
         tmp.write_text(json.dumps([asdict(r) for r in records], indent=1))
         tmp.replace(self._path)

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from nodeenv.cni_component import CniComponent, CniRuntime
-from nodeenv.daemons import stop
 from nodeenv.node import Node
 
 CLUSTER_CIDR = "10.99.0.0/16"
@@ -42,9 +41,7 @@ class Agent:
         self.env.update(self.component.start(self.node))
 
     def stop(self) -> None:
-        for rec in self.node.daemons.load():
-            if rec.name == "prismnet-agent":
-                stop(rec)
+        self.node.daemons.stop("prismnet-agent")
 
     def kill(self) -> None:
         for rec in self.node.daemons.load():

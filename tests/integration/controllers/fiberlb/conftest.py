@@ -14,7 +14,7 @@ import pytest
 from controllers.fiberlb.ovn_backend import OvnBackend
 from controllers.machinery import NAMESPACES
 from nodeenv.cni_component import CniComponent
-from nodeenv.daemons import stop, unix_listening
+from nodeenv.daemons import unix_listening
 from nodeenv.fiberlb_routes import delete_host_routes, ensure_host_routes
 from nodeenv.node import Node
 from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods
@@ -45,9 +45,7 @@ def lb_agent(ovn_node: Node) -> Iterator[Agent]:
     finally:
         delete_host_routes(routes, settings.management_if)
         if ours:
-            for rec in ovn_node.daemons.load():
-                if rec.name == "prismnet-agent":
-                    stop(rec)
+            ovn_node.daemons.stop("prismnet-agent")
             component.cleanup(ovn_node)
             for key in env:
                 ovn_node.endpoints.pop(key, None)

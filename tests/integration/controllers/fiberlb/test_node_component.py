@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nodeenv.daemons import is_alive, stop
+from nodeenv.daemons import is_alive
 from nodeenv.fiberlb_component import FiberlbComponent
 from nodeenv.node import Node
 from nodeenv.scenario import Scenario
@@ -35,10 +35,9 @@ def lb_node(lb_agent: Agent, kube_api: Any) -> Iterator[Node]:
         node.endpoints.update(component.start(node))
         yield node
     finally:
-        for rec in node.daemons.load():
-            if rec.name == "fiberlb-controller":
-                stop(rec)
-                assert not is_alive(rec)
+        records = [r for r in node.daemons.load() if r.name == "fiberlb-controller"]
+        node.daemons.stop("fiberlb-controller")
+        assert records and not any(is_alive(r) for r in records)
         component.cleanup(node)
         for key in ("KUBECONFIG", "EXTERNAL_IP_POOL", "FIBERLB_METRICS"):
             node.endpoints.pop(key, None)

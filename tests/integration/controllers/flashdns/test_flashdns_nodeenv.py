@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from nodeenv.cni_component import CniComponent
-from nodeenv.daemons import stop
 from nodeenv.flashdns_component import CLUSTER_DNS_IP, FlashDnsComponent
 from nodeenv.node import Node
 from nodeenv.scenario import Scenario
@@ -47,9 +46,7 @@ def dns_node(ovn_node: Node, kube_api: Any) -> Iterator[Node]:
         yield ovn_node
     finally:
         for component, env in reversed(started):
-            for rec in ovn_node.daemons.load():
-                if rec.name == component.name:
-                    stop(rec)
+            ovn_node.daemons.stop(component.name)
             component.cleanup(ovn_node)
             for key in env:
                 ovn_node.endpoints.pop(key, None)

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from nodeenv.daemons import stop
 from nodeenv.netpol_component import NetpolComponent
 from nodeenv.projects_component import ProjectsComponent
 from nodeenv.scenario import Scenario
@@ -40,8 +39,7 @@ def test_tenancy_scenario(cni_agent: Agent, kube_api: Any) -> None:
         logs = {d: node.path(d, f"{d}.log").read_text()[-3000:] for d in DAEMONS[1:]}
         assert all(r.ok for r in scn.results) and errors == [], (scn.table(), errors, logs)
     finally:
-        for rec in node.daemons.load():
-            if rec.name in DAEMONS:
-                stop(rec)
+        for name in DAEMONS:
+            node.daemons.stop(name)
         for key in added:
             node.endpoints.pop(key, None)
