@@ -91,11 +91,18 @@ COMPLETED = {
     ),
     "flashdns.ListRecordsResponse": "1 records repeated DNSRecord, 2 next_page_token string",
     "flashdns.Empty": "",
-    "lightningstor.CreateVolumeRequest": "7 source_snapshot_id string, 8 source_volume_id string",
+    "lightningstor.CreateVolumeRequest": (
+        "7 source_snapshot_id string, 8 source_volume_id string, 9 qos QosPolicy"
+    ),
     "lightningstor.Volume": (
         "6 created_at Timestamp, 7 org_id string, 8 project_id string, 9 replication_factor int32,"
-        " 10 source_snapshot_id string, 11 source_volume_id string"
+        " 10 source_snapshot_id string, 11 source_volume_id string, 12 qos QosPolicy"
     ),
+    "lightningstor.QosPolicy": (
+        "1 qos_class string, 2 read_bytes_per_second int64, 3 write_bytes_per_second int64,"
+        " 4 read_iops int64, 5 write_iops int64"
+    ),
+    "lightningstor.ModifyVolumeRequest": "1 volume_id string, 2 qos QosPolicy",
     "lightningstor.DetachVolumeRequest": "1 volume_id string, 2 node_id string",
     "lightningstor.DeleteVolumeRequest": "1 volume_id string",
     "lightningstor.GetVolumeRequest": "1 volume_id string",

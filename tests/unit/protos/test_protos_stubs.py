@@ -68,6 +68,7 @@ MODULES = {
                 "DeleteSnapshot",
                 "GetSnapshot",
                 "ListSnapshots",
+                "ModifyVolume",
             ]
         },
     ),
