@@ -4,6 +4,9 @@ carries the common labels, and the suite's image is named with one tag set in on
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+import pytest
 
 from tests.unit.daemonsets.rendered import (
     DS,
@@ -68,3 +71,11 @@ def test_every_container_image_is_the_suite_or_a_pinned_upstream_image() -> None
             image = c["image"]
             assert image != "k8shost", f"{ident(w)}/{c['name']}: the k8shost image name was not mapped"
             assert re.search(r":v?\d+\.\d+\.\d+$", image), f"{ident(w)}/{c['name']}: unpinned {image}"
+
+
+@pytest.mark.parametrize(
+    "kdir", sorted(p.parent for p in DS.rglob("kustomization.yaml")), ids=lambda p: str(p.relative_to(DS))
+)
+def test_every_kustomization_renders_on_its_own(kdir: Path) -> None:
+    """Each component folder is also applied alone (README: `kubectl apply -k daemonsets/csi`)."""
+    assert objects(kdir)
