@@ -12,7 +12,6 @@ agent created in the kernel (management port device, masquerade rule).
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 from cni.install import CONFLIST_NAME, install
 from cni.management import teardown_host
 from cni.settings import AgentSettings
-from nodeenv.daemons import start_foreground, unix_listening, wait_for
+from nodeenv.daemons import free_port, start_foreground, unix_listening, wait_for
 from nodeenv.flashdns_component import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 from nodeenv.node import Node
 
@@ -69,7 +68,7 @@ class CniComponent:
             ovn_nb_db=e["OVN_NB_DB"],
             bridge=e.get("OVS_BRIDGE", node.settings.bridge),
             cluster_cidr=self.cluster_cidr,
-            metrics_address=f"127.0.0.1:{self.metrics_port or _free_port()}",
+            metrics_address=f"127.0.0.1:{self.metrics_port or free_port()}",
             dns_servers=self.dns_servers,
             cluster_domain=self.cluster_domain,
         )
@@ -134,12 +133,6 @@ def _missing_dirs(path: Path) -> list[Path]:
         out.append(path)
         path = path.parent
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ driver's socket; nothing but that directory is needed to reach the Node service.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
@@ -23,15 +22,9 @@ import grpc
 from csi.cleanup import release_under
 from csi.settings import DRIVER_NAME
 from nodeenv.csi_registrar import registration_socket
-from nodeenv.daemons import start_foreground, unix_listening, wait_for
+from nodeenv.daemons import free_port, start_foreground, unix_listening, wait_for
 from nodeenv.node import Node
 from protos import csi_pb2, csi_pb2_grpc
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _probe_ready(endpoint: str) -> bool:
@@ -49,7 +42,7 @@ class CsiComponent:
     def start(self, node: Node) -> dict[str, str]:
         cdir = node.path("csi", "state", "x").parent.parent
         endpoint = f"unix://{cdir / 'csi.sock'}"
-        port = _free_port()
+        port = free_port()
         argv = [
             sys.executable, "-m", "csi.main",
             "--mode", "all",

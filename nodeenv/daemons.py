@@ -12,8 +12,11 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -155,3 +158,20 @@ def unix_listening(path: Path) -> bool:
         except OSError:
             return False
         return True
+
+
+def free_port() -> int:
+    """A free TCP port on loopback (for a daemon's metrics/health address)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_ready(url: str, cafile: Path | None = None) -> bool:
+    """Whether GET `url` (a daemon's /readyz) answers 200 (for wait_for)."""
+    ctx = ssl.create_default_context(cafile=str(cafile)) if cafile else None
+    try:
+        with urllib.request.urlopen(url, timeout=1, context=ctx) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False

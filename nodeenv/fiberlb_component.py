@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import sys
 
-from nodeenv.cni_component import CniComponent, _free_port
-from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.cni_component import CniComponent
+from nodeenv.daemons import free_port, http_ready, start_foreground, wait_for
 from nodeenv.fiberlb_routes import delete_host_routes, ensure_host_routes, pool_prefixes
 from nodeenv.node import Node
-from nodeenv.webhook_component import _ready  # GET /readyz on a loopback port
 
 DEFAULT_POOL = "198.51.100.0/24"
 DEFAULT_SERVICE_CIDR = "10.96.0.0/16"
@@ -34,14 +33,19 @@ class FiberlbComponent:
             raise RuntimeError(
                 "fiberlb-controller needs the Kubernetes API double (KUBECONFIG) started first"
             )
-        port = _free_port()
+        port = free_port()
         argv = [sys.executable, "-m", "controllers.fiberlb.main", "--kubeconfig", e["KUBECONFIG"],
                 "--backend", "ovn", "--ovn-nb-db", e["OVN_NB_DB"], "--external-ip-pool", self.pool,
                 "--default-class", "--leader-elect=false",
                 "--metrics-address", f"127.0.0.1:{port}"]  # fmt: skip
         log = node.path("fiberlb", "controller.log")
         _, proc = start_foreground("fiberlb-controller", argv, log, node.process_env(), node.daemons)
-        wait_for(lambda: _ready(port), "fiberlb-controller /readyz", timeout=30, proc=proc)
+        wait_for(
+            lambda: http_ready(f"http://127.0.0.1:{port}/readyz"),
+            "fiberlb-controller /readyz",
+            timeout=30,
+            proc=proc,
+        )
         routes = [*pool_prefixes(self.pool), e.get("KUBE_SERVICE_CIDR", DEFAULT_SERVICE_CIDR)]
         mgmt = CniComponent().settings(node).management_if
         added = ensure_host_routes(routes, mgmt)

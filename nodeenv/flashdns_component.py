@@ -18,32 +18,15 @@ node.env gains CLUSTER_DNS (address:port), CLUSTER_DNS_IP, CLUSTER_DOMAIN and FL
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
-from nodeenv.daemons import run_checked, start_foreground, wait_for
+from nodeenv.daemons import free_port, http_ready, run_checked, start_foreground, wait_for
 from nodeenv.node import Node
 
 CLUSTER_DNS_IP = "10.96.0.10"
 CLUSTER_DOMAIN = "cluster.local"
 LABEL = "lo:k8sdns"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 class FlashDnsComponent:
@@ -59,7 +42,7 @@ class FlashDnsComponent:
                 "flashdns-controller needs the Kubernetes API double (KUBECONFIG) started first"
             )
         self._ensure_address(node)
-        port = _free_port()
+        port = free_port()
         port_file = node.path("flashdns", "dns-port.json")
         port_file.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "controllers.flashdns.main", "--kubeconfig", e["KUBECONFIG"],
@@ -69,7 +52,12 @@ class FlashDnsComponent:
         log = node.path("flashdns", "controller.log")
         _, proc = start_foreground("flashdns-controller", argv, log, node.process_env(), node.daemons)
         wait_for(port_file.exists, "flashdns-controller to answer DNS", timeout=30, proc=proc)
-        wait_for(lambda: _ready(port), "flashdns-controller /readyz", timeout=30, proc=proc)
+        wait_for(
+            lambda: http_ready(f"http://127.0.0.1:{port}/readyz"),
+            "flashdns-controller /readyz",
+            timeout=30,
+            proc=proc,
+        )
         return {
             "CLUSTER_DNS": f"{self.address}:53",
             "CLUSTER_DNS_IP": self.address,

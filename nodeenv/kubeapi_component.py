@@ -9,23 +9,10 @@ kube-system:fiberlb-controller",))` writes `<run>/kubeapi/users/<name>.kubeconfi
 from __future__ import annotations
 
 import json
-import ssl
 import sys
-import urllib.error
-import urllib.request
-from pathlib import Path
 
-from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.daemons import http_ready, start_foreground, wait_for
 from nodeenv.node import Node
-
-
-def _ready(url: str, ca: Path) -> bool:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    try:
-        with urllib.request.urlopen(f"{url}/readyz", timeout=1, context=ctx) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 class KubeApiComponent:
@@ -49,7 +36,7 @@ class KubeApiComponent:
         wait_for(port_file.exists, "kubeapi port file", proc=proc)
         info = json.loads(port_file.read_text())
         ca = kdir / "pki" / "ca.crt"
-        wait_for(lambda: _ready(info["url"], ca), "kubeapi /readyz", proc=proc)
+        wait_for(lambda: http_ready(f"{info['url']}/readyz", ca), "kubeapi /readyz", proc=proc)
         return {"KUBECONFIG": info["kubeconfig"], "KUBE_API_URL": info["url"], "KUBE_API_CA": str(ca)}
 
     def cleanup(self, node: Node) -> None:

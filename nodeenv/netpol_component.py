@@ -7,21 +7,10 @@ node.env gains NETPOL_METRICS (the /metrics URL; /healthz and /readyz beside it)
 from __future__ import annotations
 
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 
-from nodeenv.cni_component import _free_port
-from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.daemons import free_port, http_ready, start_foreground, wait_for
 from nodeenv.node import Node
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def start_controller(node: Node, program: str, module: str, flags: Sequence[str]) -> str:
@@ -29,14 +18,14 @@ def start_controller(node: Node, program: str, module: str, flags: Sequence[str]
     kubeconfig = node.endpoints.get("KUBECONFIG")
     if not kubeconfig:
         raise RuntimeError(f"{program} needs the API double first (the kubeapi component writes KUBECONFIG)")
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-m", module, "--kubeconfig", kubeconfig, "--leader-elect=true",
             "--leader-elect-lease-namespace=kube-system", f"--metrics-address=127.0.0.1:{port}",
             *flags]  # fmt: skip
     env = {k: v for k, v in node.process_env().items() if k not in ("POD_NAME", "POD_NAMESPACE")}
     _, proc = start_foreground(program, argv, node.path(program, f"{program}.log"), env, node.daemons)
     base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: _ready(f"{base}/readyz"), f"{program} /readyz", timeout=30, proc=proc)
+    wait_for(lambda: http_ready(f"{base}/readyz"), f"{program} /readyz", timeout=30, proc=proc)
     return base
 
 

@@ -10,25 +10,15 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from nodeenv.daemons import start_foreground, wait_for
+from nodeenv.daemons import http_ready, start_foreground, wait_for
 from nodeenv.node import Node
 from webhook.devcerts import gen_dev_pki, kubeconfig
 from webhook.settings import PATH, PkiSettings
 
 DEV_ISSUER = "https://iam.dev.k8shost.local"
 DEV_AUDIENCE = "k8shost"
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 class WebhookComponent:
@@ -49,7 +39,9 @@ class WebhookComponent:
         _, proc = start_foreground("iam-webhook", argv, wdir / "webhook.log", env, node.daemons)
         wait_for(port_file.exists, "iam-webhook port file", proc=proc)
         ports = json.loads(port_file.read_text())
-        wait_for(lambda: _ready(ports["health"]), "iam-webhook /readyz", proc=proc)
+        wait_for(
+            lambda: http_ready(f"http://127.0.0.1:{ports['health']}/readyz"), "iam-webhook /readyz", proc=proc
+        )
         url = f"https://127.0.0.1:{ports['https']}{PATH}"
         pki["kubeconfig"].write_text(kubeconfig(url, pki["ca"], pki["client_cert"], pki["client_key"]))
         return {
