@@ -27,7 +27,9 @@ def test_deployment_runs_the_entry_point_with_known_flags() -> None:
     own = {f"--{n.replace('_', '-')}" for n in FlashDnsSettings.__dataclass_fields__}
     common = {"--leader-elect", "--metrics-address"}
     assert {a.split("=")[0] for a in c["args"]} <= own | common
-    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]} and c["securityContext"]["runAsNonRoot"]
+    sysctls = d["spec"]["template"]["spec"]["securityContext"]["sysctls"]
+    assert {"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"} in sysctls  # :53 as nobody
 
 
 def test_cluster_dns_service_is_on_the_spec_ip_and_selects_the_pods() -> None:
