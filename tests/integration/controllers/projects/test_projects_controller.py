@@ -11,6 +11,7 @@ import jwt
 import pytest
 
 from controllers.machinery import (
+    LIMIT_RANGES,
     NAMESPACES,
     NETWORK_POLICIES,
     RESOURCE_QUOTAS,
@@ -147,3 +148,60 @@ async def test_bindings_name_the_groups_the_webhook_maps_a_member_to(
     assert bound["project-admin-binding"] in groups
     assert bound["org-admin-binding"] in groups
     assert bound["project-viewer-binding"] == "project:proj-456:viewer"
+
+
+async def test_drift_in_a_quota_limit_range_or_policy_spec_is_replaced(
+    kube_api: Any, admin: KubeClient, controller: None
+) -> None:
+    await admin.create(NAMESPACES, {"metadata": {"name": NS, "labels": LABELS}})
+    await eventually(lambda: ours(kube_api) == OURS, what="the template's objects")
+    ingress_only = {"podSelector": {}, "policyTypes": ["Ingress"]}
+    drift = [(LIMIT_RANGES, "project-limits", {"limits": [{"type": "Pod"}]}),
+             (RESOURCE_QUOTAS, "project-compute-quota", {"hard": {"pods": "1000"}}),
+             (NETWORK_POLICIES, "default-deny-all", ingress_only)]  # fmt: skip
+    want = {name: kube_api.get(kind.plural, NS, name)["spec"] for kind, name, _ in drift}
+    for kind, name, spec in drift:
+        await admin.replace(kind, {**await admin.get(kind, NS, name), "spec": spec})
+    await eventually(
+        lambda: all(kube_api.get(k.plural, NS, n)["spec"] == want[n] for k, n, _ in drift),
+        what="each spec repaired",
+    )
+    updated = {r.resource for r in kube_api.requests_by(SA) if r.verb == "update" and r.namespace == NS}
+    assert {"limitranges", "resourcequotas", "networkpolicies"} <= updated
+
+
+async def test_an_object_the_cache_has_not_seen_yet_is_read_back_and_left_alone(
+    kube_api: Any, admin: KubeClient, controller: None
+) -> None:
+    """Create answers 409 for an object the informer has not delivered yet: the controller reads it
+    (GET) and, as it is someone else's, leaves it alone. The informers' watches are held back (a
+    delayed re-watch after the server closes them) while the objects and the project label arrive."""
+    await admin.create(NAMESPACES, {"metadata": {"name": NS}})
+    await eventually(lambda: bool(kube_api.requests_by(SA)), what="the controller's informers")
+    await asyncio.sleep(0.3)
+    RBAC = "rbac.authorization.k8s.io"
+    foreign = [
+        (LIMIT_RANGES, {"metadata": {"name": "project-limits", "namespace": NS}, "spec": {"limits": []}}),
+        (RESOURCE_QUOTAS, {"metadata": {"name": "project-compute-quota", "namespace": NS},
+                           "spec": {"hard": {"pods": "1"}}}),
+        (ROLE_BINDINGS, {"metadata": {"name": "org-admin-binding", "namespace": NS},
+                         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "view"},
+                         "subjects": [{"kind": "Group", "name": "someone", "apiGroup": RBAC}]}),
+    ]  # fmt: skip
+    for kind, _ in foreign:
+        kube_api.set_fault(verb="watch", resource=kind.plural, code=0, delay=4.0)
+    kube_api.drop_watches()
+    await asyncio.sleep(0.5)  # the informers are back, their watches waiting out the delay
+    for kind, body in foreign:
+        await admin.create(kind, body)
+    ns = await admin.get(NAMESPACES, None, NS)
+    await admin.replace(NAMESPACES, {**ns, "metadata": {**ns["metadata"], "labels": LABELS}})
+
+    def read_back() -> set[str]:
+        return {r.resource for r in kube_api.requests_by(SA) if r.verb == "get" and r.namespace == NS}
+
+    await eventually(lambda: read_back() >= {k.plural for k, _ in foreign}, what="GETs after 409s")
+    for kind, body in foreign:
+        have = kube_api.get(kind.plural, NS, body["metadata"]["name"])
+        assert (have["metadata"].get("labels") or {}).get(MANAGED_BY) != MANAGER, kind.plural
+    await eventually(lambda: names(kube_api, "roles") == OURS["roles"], what="the rest of the template")
