@@ -43,10 +43,10 @@ async def setup(ctx: AppContext) -> None:
     namespaces.add_handler(poke, when(labels_changed), poke)
     loop = asyncio.get_running_loop()
 
-    def port_changed() -> None:  # on the IDL thread
+    def nb_changed() -> None:  # on the IDL thread: a logical port, or one of our rows
         loop.call_soon_threadsafe(poke)
 
-    nb.on_port_change(port_changed)
+    nb.on_change(nb_changed)
 
 
 def make_app() -> ControllerApp:

@@ -64,7 +64,7 @@ class _Idl(connection.OvsdbIdl):  # type: ignore[misc]
     """Keeps a parsed view of every logical switch port, updated as the rows change (a reconcile
     reads it instead of converting 500 IDL rows each time)."""
 
-    on_port_change: Callable[[], None] | None = None
+    on_change: Callable[[], None] | None = None
     touched: set[Any]
     port_view: dict[Any, PortInfo]
 
@@ -76,14 +76,16 @@ class _Idl(connection.OvsdbIdl):  # type: ignore[misc]
         if table != "Logical_Switch_Port":
             with self.ports_lock:
                 self.touched.add(row.uuid)
-            return
-        with self.ports_lock:
-            if event == "delete":
-                self.port_view.pop(row.uuid, None)
-            else:
-                self.port_view[row.uuid] = _port_info(row)
-        if self.on_port_change is not None:
-            self.on_port_change()
+            if row.external_ids.get(K_OWNER) != OWNER:
+                return
+        else:
+            with self.ports_lock:
+                if event == "delete":
+                    self.port_view.pop(row.uuid, None)
+                else:
+                    self.port_view[row.uuid] = _port_info(row)
+        if self.on_change is not None:
+            self.on_change()
 
     def take_touched(self) -> set[Any]:
         """Uuids of Port_Group, Address_Set and ACL rows changed since the last call."""
@@ -241,9 +243,11 @@ class PolicyNorthbound:
         with self._idl.ports_lock:
             self._idl.port_view = {r.uuid: _port_info(r) for r in rows}
 
-    def on_port_change(self, callback: Callable[[], None]) -> None:
-        """`callback` (on the IDL thread) whenever a logical switch port appears, goes or changes."""
-        self._idl.on_port_change = callback
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """`callback` (on the IDL thread) whenever a logical switch port or one of our rows appears,
+        goes or changes: someone else's write to our rows is repaired by the apply it wakes (our
+        own writes wake one apply too, which compares just those rows and writes nothing)."""
+        self._idl.on_change = callback
 
     def ports(self) -> list[PortInfo]:
         with self._idl.ports_lock:

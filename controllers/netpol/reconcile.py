@@ -7,11 +7,12 @@ whole cluster's pods and would race on the same rows. ovn-northd and each node's
 then distribute the result, as they do for the CNI's ports.
 
 Every change (a policy, a pod's labels/ports/IPs, a namespace's labels, a logical port appearing
-or going in the NB) queues the single key `cluster`; the queue folds bursts into one reconcile,
-which recomputes the desired state from the caches (milliseconds at hundreds of policies) and
-applies only the difference. The controller starts only after every informer has synced and the
-NB replica is complete (the machinery and PolicyNorthbound guarantee both), so a restart never
-applies a partial view: it finds its rows by external_ids and changes only what differs.
+or going in the NB, someone else writing our rows there) queues the single key `cluster`; the
+queue folds bursts into one reconcile, which recomputes the desired state from the caches
+(milliseconds at hundreds of policies) and applies only the difference. The controller starts
+only after every informer has synced and the NB replica is complete (the machinery and
+PolicyNorthbound guarantee both), so a restart never applies a partial view: it finds its rows
+by external_ids and changes only what differs.
 
 A policy that is invalid (bad CIDR, unknown named port, ...) gets a Warning Event and is left as
 OVN has it (nothing if it never applied); the pods it isolated stay isolated.

@@ -236,6 +236,8 @@ def test_rows_changed_behind_our_back_are_repaired(cluster: Cluster) -> None:
     assert cluster.nb.apply(desired).total == 0
     aset, pg = f"{policy_group('np-a/web-in')}_in0", policy_group("np-a/web-in")
     want_ips = set(desired.address_sets[aset].addresses)
+    woken = threading.Event()  # what queues the controller's reconcile
+    cluster.nb.on_change(woken.set)
     try:
         subprocess.run([*nbctl, "clear", "Address_Set", aset, "addresses"], check=True)
         acl = subprocess.run([*nbctl, "--bare", "--columns=acls", "list", "Port_Group", pg],
@@ -243,6 +245,7 @@ def test_rows_changed_behind_our_back_are_repaired(cluster: Cluster) -> None:
         subprocess.run([*nbctl, "set", "ACL", acl, 'match="ip4"'], check=True)
         replica_has(cluster.nb, "Address_Set", aset, "addresses", [])
         replica_has(cluster.nb, "ACL", acl, "match", "ip4")
+        assert woken.is_set()  # the tampering alone wakes a reconcile: no Kubernetes event needed
         # the address set refilled, the port group's rewritten ACL replaced: nothing else
         assert cluster.nb.apply(desired) == ApplyStats(created=0, changed=2, deleted=0)
         out = subprocess.run([*nbctl, "--bare", "--columns=addresses", "list", "Address_Set", aset],
@@ -253,4 +256,5 @@ def test_rows_changed_behind_our_back_are_repaired(cluster: Cluster) -> None:
         assert all(m.strip() != "ip4" for m in matches.splitlines())  # the rewritten ACL is gone
         assert cluster.nb.apply(desired).total == 0
     finally:
+        cluster.nb.on_change(lambda: None)
         cluster.nb.apply(Desired())
