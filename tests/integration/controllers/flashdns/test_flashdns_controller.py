@@ -11,6 +11,7 @@ from typing import Any
 
 from controllers.machinery import ENDPOINT_SLICES, SERVICES, KubeClient
 from tests.integration.controllers.flashdns.flashdns_kit import (
+    SA,
     Running,
     create_pod,
     endpoint_slice,
@@ -48,9 +49,7 @@ async def test_service_lifecycle_over_udp_and_tcp(kube_api: Any, tmp_path: Path)
         created = await c.create(SERVICES, service("web", "team-a"))
         await c.create(SERVICES, service("keep", "team-a"))
         ip = created["spec"]["clusterIP"]
-        async with flashdns_controller(
-            kube_api.kubeconfig_for("system:serviceaccount:kube-system:flashdns-controller"), tmp_path
-        ) as run:
+        async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path) as run:
             for tcp in (False, True):
                 assert await rcode_and_values(run.port, WEB, tcp=tcp) == (0, {ip})
             await until_answer(run.port, "_http._tcp." + WEB, {f"0 100 80 {WEB}."}, "SRV")
@@ -88,7 +87,7 @@ async def test_headless_pods_and_restart(kube_api: Any, tmp_path: Path) -> None:
         await c.create(ENDPOINT_SLICES, endpoint_slice("pg", ["10.244.3.10"], "db", hostname="pg-0"))
         await create_pod(c, "pg-0", "10.244.3.10", "db")
         for attempt in range(2):  # the second run is a restart: the same answers come back
-            async with flashdns_controller(kube_api.kubeconfig, tmp_path) as run:
+            async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path) as run:
                 port = run.port
                 assert await rcode_and_values(port, "pg.db.svc.cluster.local") == (0, {"10.244.3.10"})
                 assert await rcode_and_values(port, "pg-0.pg.db.svc.cluster.local") == (0, {"10.244.3.10"})
@@ -104,7 +103,7 @@ async def test_endpoint_churn_is_debounced(kube_api: Any, tmp_path: Path) -> Non
     async with client_for(kube_api.kubeconfig) as c:
         await c.create(SERVICES, service("churn", clusterIP="None"))
         await c.create(ENDPOINT_SLICES, endpoint_slice("churn", ["10.244.9.1"]))
-        async with flashdns_controller(kube_api.kubeconfig, tmp_path, "--debounce", "1.0") as run:
+        async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, "--debounce", "1.0") as run:
             await until_answer(run.port, "churn.default.svc.cluster.local", {"10.244.9.1"})
             before = run.reconciles()
             for i in range(2, 22):  # 20 endpoint updates in well under a second
@@ -119,7 +118,7 @@ async def test_no_nxdomain_while_records_are_replaced(kube_api: Any, tmp_path: P
     async with client_for(kube_api.kubeconfig) as c:
         await c.create(SERVICES, service("flip", clusterIP="None"))
         await c.create(ENDPOINT_SLICES, endpoint_slice("flip", ["10.244.8.1"]))
-        async with flashdns_controller(kube_api.kubeconfig, tmp_path, "--debounce", "0") as run:
+        async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, "--debounce", "0") as run:
             await until_answer(run.port, "flip.default.svc.cluster.local", {"10.244.8.1"})
             stop = threading.Event()
             seen: list[tuple[int, int]] = []
@@ -163,8 +162,9 @@ def test_a_taken_dns_address_is_a_clear_start_up_error(kube_api: Any) -> None:
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
         proc = subprocess.run(
-            [sys.executable, "-m", "controllers.flashdns.main", "--kubeconfig", str(kube_api.kubeconfig),
-             "--leader-elect=false", "--metrics-address", "off", "--dns-address", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", "controllers.flashdns.main",
+             "--kubeconfig", str(kube_api.kubeconfig_for(SA)), "--leader-elect=false",
+             "--metrics-address", "off", "--dns-address", f"127.0.0.1:{port}"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     assert proc.returncode != 0

@@ -14,9 +14,9 @@ import pytest
 from controllers.flashdns.grpc_backend import GrpcBackend
 from controllers.flashdns.records import Record
 from controllers.flashdns.settings import FlashDnsSettings
-from controllers.machinery import SERVICES
+from controllers.machinery import EVENTS, SERVICES
 from tests.integration.controllers.flashdns.fake_flashdns import FakeServer
-from tests.integration.controllers.flashdns.flashdns_kit import flashdns_controller, service
+from tests.integration.controllers.flashdns.flashdns_kit import SA, flashdns_controller, service
 from tests.integration.controllers.machinery_kit import client_for, eventually
 
 WEB = "web.default.svc.cluster.local."
@@ -149,7 +149,7 @@ async def test_controller_with_the_flashdns_backend_writes_and_resyncs(
         created = await c.create(SERVICES, service("api"))
         ip = created["spec"]["clusterIP"]
         args = ("--backend", "flashdns", "--flashdns-endpoint", fake.endpoint, "--resync-interval", "0.5")
-        async with flashdns_controller(kube_api.kubeconfig, tmp_path, *args):
+        async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, *args):
             svc = fake.service
             await eventually(lambda: bool(svc.find(name="api.default.svc", value=ip)), what="the A record")
             svc.records.pop(svc.find(name="api.default.svc")[0].id)
@@ -171,12 +171,12 @@ async def test_two_replicas_only_the_leader_writes_and_the_follower_takes_over(
     async with client_for(kube_api.kubeconfig) as c, AsyncExitStack() as second_stack:
         created = await c.create(SERVICES, service("ha"))
         ip = created["spec"]["clusterIP"]
-        async with flashdns_controller(kube_api.kubeconfig, tmp_path, *lease) as first:
+        async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, *lease) as first:
             await eventually(
                 lambda: bool(svc.find(name="ha.default.svc", value=ip)), what="the leader's write"
             )
             second = await second_stack.enter_async_context(
-                flashdns_controller(kube_api.kubeconfig, tmp_path, *lease)
+                flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, *lease)
             )
             await asyncio.sleep(1.0)
             assert first.app.is_leader and not second.app.is_leader
@@ -186,3 +186,27 @@ async def test_two_replicas_only_the_leader_writes_and_the_follower_takes_over(
         await eventually(lambda: second.app.is_leader, what="the follower to take over")
         await eventually(lambda: bool(svc.find(name="ha.default.svc", value=ip)), what="its resync repair")
         assert len(svc.find(name="ha.default.svc")) == 1
+
+
+async def test_a_failed_write_is_a_warning_event_on_the_service_and_the_retry_lands(
+    kube_api: Any, tmp_path: Path, fake: FakeServer
+) -> None:
+    async with client_for(kube_api.kubeconfig) as c:
+        await c.create(SERVICES, service("first"))
+        args = ("--backend", "flashdns", "--flashdns-endpoint", fake.endpoint)
+        async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, *args):
+            svc = fake.service
+            await eventually(lambda: bool(svc.find(name="first.default.svc")), what="the first records")
+            await asyncio.sleep(0.3)  # idle: the next RPC is the new Service's write
+            svc.fail_next = grpc.StatusCode.UNAVAILABLE
+            await c.create(SERVICES, service("second"))
+            await eventually(lambda: bool(svc.find(name="second.default.svc")), what="the retried write")
+
+            for _ in range(100):
+                events = (await c.list(EVENTS, "default"))["items"]
+                mine = [e for e in events if e["regarding"].get("name") == "second"]
+                if mine:
+                    break
+                await asyncio.sleep(0.1)
+            assert mine and mine[0]["type"] == "Warning" and "UNAVAILABLE" in mine[0]["note"], events
+    assert any(r.verb == "create" and r.resource == "events" for r in kube_api.requests_by(SA))

@@ -17,6 +17,7 @@ from nodeenv.node import Node
 from nodeenv.scenario import Scenario
 from nodeenv.scenarios import flashdns as flashdns_scenario
 from tests.integration.cni.conftest import CLUSTER_CIDR
+from tests.integration.controllers.flashdns.flashdns_kit import SA
 
 pytestmark = [pytest.mark.root, pytest.mark.ovn]
 
@@ -37,10 +38,11 @@ def dns_node(ovn_node: Node, kube_api: Any) -> Iterator[Node]:
         cni = CniComponent(cluster_cidr=CLUSTER_CIDR)
         started.append((cni, cni.start(ovn_node)))
         ovn_node.endpoints.update(started[-1][1])
-    ovn_node.endpoints["KUBECONFIG"] = str(kube_api.kubeconfig)
+    ovn_node.endpoints["KUBECONFIG"] = str(kube_api.kubeconfig_for(SA))  # the controller's own identity
     dns = FlashDnsComponent()
     try:
         env = dns.start(ovn_node)
+        ovn_node.endpoints["KUBECONFIG"] = str(kube_api.kubeconfig)  # the scenario's kubectl as admin
         started.append((dns, env))
         ovn_node.endpoints.update(env)
         yield ovn_node

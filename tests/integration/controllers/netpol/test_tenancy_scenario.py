@@ -17,6 +17,8 @@ from tests.integration.cni.conftest import Agent
 
 pytestmark = [pytest.mark.root, pytest.mark.ovn]
 DAEMONS = ("iam-webhook", "netpol-controller", "project-controller")
+PROJECTS_SA = "system:serviceaccount:kube-system:project-controller"
+NETPOL_SA = "system:serviceaccount:kube-system:netpol-controller"
 
 
 def test_tenancy_scenario(cni_agent: Agent, kube_api: Any) -> None:
@@ -27,10 +29,14 @@ def test_tenancy_scenario(cni_agent: Agent, kube_api: Any) -> None:
     node.endpoints.update(added)
     scn = Scenario(node)
     try:
-        for component in (WebhookComponent(), ProjectsComponent(), NetpolComponent()):
+        for component, user in ((WebhookComponent(), ""), (ProjectsComponent(), PROJECTS_SA),
+                                (NetpolComponent(), NETPOL_SA)):  # fmt: skip
+            # each controller under its own service account (kubectl and the webhook as admin)
+            node.endpoints["KUBECONFIG"] = str(kube_api.kubeconfig_for(user) if user else kube_api.kubeconfig)
             env = component.start(node)
             added.update(env)
             node.endpoints.update(env)
+        node.endpoints["KUBECONFIG"] = str(kube_api.kubeconfig)
         try:
             tenancy.run(scn)
         finally:
