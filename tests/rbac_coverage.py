@@ -57,53 +57,24 @@ def _sa(name: str) -> str:
     return f"{SA_PREFIX}kube-system:{name}"
 
 
-_LEASE = (
-    "leader election: this controller's integration tests run --leader-elect=false (the machinery's "
-    "leader tests exercise create/get/update on a Lease; fiberlb's replica test under its own identity)"
-)
 _NOT_A_VERB = (
     "escalate/bind are checked by the RBAC API when a Role/RoleBinding is written, never request verbs"
 )
 _SERIES = (
     "EventRecorder patches/updates an Event when it repeats (a series); no test repeats one as this account"
 )
-_GET = "UNEXERCISED: its informers only list and watch; drop `get` or exercise it (controller owner)"
-_TODO = "UNEXERCISED: no test makes this request as this account yet (controller owner)"
-
-
-def _lease(name: str) -> dict[Grant, str]:
-    lease = ("coordination.k8s.io", "leases")
-    return {Grant("kube-system", *lease, "create"): _LEASE, Grant("kube-system", *lease, "get", name): _LEASE,
-            Grant("kube-system", *lease, "update", name): _LEASE}  # fmt: skip
 
 
 def _events(*verbs: str, reason: str = _SERIES) -> dict[Grant, str]:
     return {Grant("", "events.k8s.io", "events", v): reason for v in verbs}
 
 
-def _gets(*resources: str) -> dict[Grant, str]:
-    return {Grant("", r.split("/")[0], r.split("/")[1], "get"): _GET for r in resources}
-
-
-# Grants kept although no test exercises them, each with its reason; "UNEXERCISED" ones are open gaps.
+# Grants kept although no test exercises them, each with its reason.
 # Keyed by service-account username; resources as "group/plural" ("/plural" for the core group).
 ALLOWANCE: dict[str, dict[Grant, str]] = {
-    _sa("fiberlb-controller"): _gets("/services", "discovery.k8s.io/endpointslices"),
-    _sa("flashdns-controller"): {
-        **_gets("/services", "/pods", "discovery.k8s.io/endpointslices"),
-        **_events("create", reason=_TODO),
-        **_events("patch"),
-        **_lease("flashdns-controller"),
-    },
-    _sa("netpol-controller"): {
-        **_gets("/namespaces", "/pods", "networking.k8s.io/networkpolicies"),
-        **_events("patch", "update"),
-        **_lease("netpol-controller"),
-    },
+    _sa("flashdns-controller"): _events("patch"),
+    _sa("netpol-controller"): _events("patch", "update"),
     _sa("project-controller"): {
-        **_gets("/namespaces", "/limitranges", "/resourcequotas", "rbac.authorization.k8s.io/rolebindings"),
-        **{Grant("", "", r, "update"): _TODO for r in ("limitranges", "resourcequotas")},
-        Grant("", "networking.k8s.io", "networkpolicies", "update"): _TODO,
         **_events("patch", "update"),
         **{Grant("", "rbac.authorization.k8s.io", "roles", v, n): _NOT_A_VERB
            for v in ("escalate", "bind") for n in ("org-admin", "project-admin", "project-viewer")},
