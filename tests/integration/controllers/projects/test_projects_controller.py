@@ -17,6 +17,7 @@ from controllers.machinery import (
     RESOURCE_QUOTAS,
     ROLE_BINDINGS,
     ROLES,
+    Kind,
     KubeClient,
 )
 from controllers.machinery.settings import parse
@@ -180,7 +181,7 @@ async def test_an_object_the_cache_has_not_seen_yet_is_read_back_and_left_alone(
     await eventually(lambda: bool(kube_api.requests_by(SA)), what="the controller's informers")
     await asyncio.sleep(0.3)
     RBAC = "rbac.authorization.k8s.io"
-    foreign = [
+    foreign: list[tuple[Kind, dict[str, Any]]] = [
         (LIMIT_RANGES, {"metadata": {"name": "project-limits", "namespace": NS}, "spec": {"limits": []}}),
         (RESOURCE_QUOTAS, {"metadata": {"name": "project-compute-quota", "namespace": NS},
                            "spec": {"hard": {"pods": "1"}}}),
