@@ -55,7 +55,11 @@ def test_up_again_is_harmless(ovn_node: Node) -> None:
 
 def test_second_environment_on_one_machine_is_refused_clearly(ovn_node: Node, short_tmp: Path) -> None:
     other = Node(NodeSettings(run_dir=short_tmp / "other", bridge="br-k8sother"), [OvnStack()])
-    with pytest.raises(DaemonError, match="only one can"):
-        other.up()
+    try:
+        with pytest.raises(DaemonError, match="only one can"):
+            other.up()
+    finally:  # had it come up (the session's ovs-vswitchd gone), it must not outlive the test
+        if other.is_up():
+            other.down()
     assert not other.run_dir.exists(), "a refused node-up must leave nothing behind"
     assert all(is_alive(r) for r in ovn_node.daemons.load()), "the running environment was disturbed"
