@@ -99,6 +99,14 @@ class Pods:
     agent: Agent
     created: list[tuple[str, str, str, dict[str, object]]]
 
+    def delete_all(self) -> None:
+        """DEL every attachment made and delete every netns, as the test's teardown."""
+        rt = self.agent.runtime()
+        for name, cid, args, result in self.created:
+            if cid:
+                rt.delete(cid, f"/run/netns/{name}", result or None, args=args)
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
     def netns(self) -> tuple[str, str]:
         name = f"cnit-{os.getpid()}-{next(_ids)}"
         _run(["ip", "netns", "add", name])
@@ -120,11 +128,7 @@ class Pods:
 def pods(agent: Agent) -> Iterator[Pods]:
     p = Pods(agent, [])
     yield p
-    rt = agent.runtime()
-    for name, cid, args, result in p.created:
-        if cid:
-            rt.delete(cid, f"/run/netns/{name}", result or None, args=args)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    p.delete_all()
 
 
 def ping(netns: str | None, ip: str, timeout: float = 5.0) -> None:

@@ -4,7 +4,6 @@ and the node's routes to the VIPs; everything created here is removed here."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -55,11 +54,7 @@ def lb_agent(ovn_node: Node) -> Iterator[Agent]:
 def lb_pods(lb_agent: Agent) -> Iterator[Pods]:
     p = Pods(lb_agent, [])
     yield p
-    rt = lb_agent.runtime()
-    for name, cid, args, result in p.created:
-        if cid:
-            rt.delete(cid, f"/run/netns/{name}", result or None, args=args)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    p.delete_all()
 
 
 @pytest.fixture

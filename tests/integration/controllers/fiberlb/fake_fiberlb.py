@@ -19,28 +19,22 @@ from typing import Any
 import grpc
 
 from protos import fiberlb_pb2, fiberlb_pb2_grpc
+from tests.grpc_fake import CallLog
 
 PROTOCOLS = ("TCP", "UDP", "HTTP", "HTTPS")
 ALGORITHMS = ("ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP")
 AFFINITIES = ("NONE", "CLIENT_IP")
 
 
-class FakeFiberLB(fiberlb_pb2_grpc.LoadBalancerServiceServicer):
+class FakeFiberLB(CallLog, fiberlb_pb2_grpc.LoadBalancerServiceServicer):
     def __init__(self, pool: str = "203.0.113.0/24") -> None:
+        super().__init__()
         self._free = (str(ip) for ip in ipaddress.IPv4Network(pool).hosts())
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self.lbs: dict[str, Any] = {}
         self.listeners: dict[str, Any] = {}
         self.pools: dict[str, Any] = {}
-        self.calls: list[str] = []
-        self.fail_next: grpc.StatusCode | None = None
-
-    def _enter(self, name: str, context: Any) -> None:
-        self.calls.append(name)
-        if self.fail_next is not None:
-            code, self.fail_next = self.fail_next, None
-            context.abort(code, "injected failure")
 
     def _id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids):06d}"

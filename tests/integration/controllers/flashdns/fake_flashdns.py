@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from protos import flashdns_pb2, flashdns_pb2_grpc
+from tests.grpc_fake import CallLog
 
 TYPES = ("A", "AAAA", "SRV", "CNAME", "PTR", "TXT", "NS")
 DEFAULT_PAGE = 100
@@ -42,19 +43,12 @@ def value_problem(rtype: str, value: str) -> str:
     return ""
 
 
-class FakeFlashDns(flashdns_pb2_grpc.DNSServiceServicer):
+class FakeFlashDns(CallLog, flashdns_pb2_grpc.DNSServiceServicer):
     def __init__(self) -> None:
+        super().__init__()
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self.records: dict[str, Any] = {}
-        self.calls: list[str] = []
-        self.fail_next: grpc.StatusCode | None = None
-
-    def _enter(self, name: str, context: Any) -> None:
-        self.calls.append(name)
-        if self.fail_next is not None:
-            code, self.fail_next = self.fail_next, None
-            context.abort(code, "injected failure")
 
     def CreateRecord(self, request: Any, context: Any) -> Any:
         with self._lock:

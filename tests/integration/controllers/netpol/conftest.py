@@ -128,8 +128,4 @@ def cluster(cni_agent: Agent) -> Iterator[Cluster]:
             s.close()
         nb.apply(Desired())
         nb.close()
-        rt = cni_agent.runtime()
-        for name, cid, args, result in pods.created:
-            if cid:
-                rt.delete(cid, f"/run/netns/{name}", result or None, args=args)
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        pods.delete_all()
