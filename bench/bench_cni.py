@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu
+from bench.cni_density_run import DensityArgs, run_density
 from bench.cni_floor import RawOvsdb, binding_floor, executable_floor, ids_have
 from bench.cni_runtime import per_call_vs_batch, podman_start
 from cni.ovn_egress import pods_set_name
@@ -456,6 +457,10 @@ def floors(node: Node, ours: Plugin, ref: Plugin, phases: dict[str, Phase], seq:
     )
 
 
+def density_args(args: argparse.Namespace) -> DensityArgs:
+    return DensityArgs(pods=args.density, conc=args.density_conc, fill=args.density_fill)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="bench_cni")
     ap.add_argument("--seq", type=int, default=50, help="pods in the sequential run")
@@ -465,6 +470,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runtime-only", action="store_true", help="only the runtime path (per call, podman)")
     ap.add_argument("--faults", type=int, default=0, help="operations in the fault-injection run (0: skip)")
     ap.add_argument("--faults-only", action="store_true", help="skip the latency runs")
+    ap.add_argument(
+        "--density", type=int, default=100, help="pods per density batch (0: skip the density run)"
+    )
+    ap.add_argument("--density-conc", type=int, default=8, help="concurrency of the density batches")
+    ap.add_argument("--density-fill", type=int, default=300, help="pods the density run fills the node to")
+    ap.add_argument("--density-only", action="store_true", help="only the density run")
     args = ap.parse_args(argv or [])
     if os.geteuid() != 0 or missing_prerequisites():
         print("bench_cni needs root and OVS/OVN (make setup)")
@@ -472,7 +483,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="cnib-", dir="/tmp") as d, bench_node(Path(d)) as node:
         ours, ref = plugins(node, Path(d))
         monitor = InstalledMonitor(node.endpoints["OVS_DB"])
-        if args.runtime_only:
+        if args.density_only:
+            run_density(node, ours.runtime, ref.runtime, density_args(args))
+        elif args.runtime_only:
             per_call_vs_batch(node, ours.runtime, ref.runtime, args.runtime_pods)
             podman_start(node, ref.runtime.conflist, Path(d), args.runtime_pods)
         elif not args.faults_only:
@@ -482,6 +495,8 @@ def main(argv: list[str] | None = None) -> None:
             floors(node, ours, ref, phases, args.seq)
             per_call_vs_batch(node, ours.runtime, ref.runtime, args.runtime_pods)
             podman_start(node, ref.runtime.conflist, Path(d), args.runtime_pods)
+            if args.density:
+                run_density(node, ours.runtime, ref.runtime, density_args(args))
         monitor.close()
         if args.faults:
             fault_run(node, ours, args.faults)

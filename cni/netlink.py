@@ -123,13 +123,14 @@ class Rtnl:
                 if mtype != NLMSG_DONE:
                     return body
 
-    def add_veth(self, name: str, peer: str, peer_netns_fd: int, mtu: int) -> None:
-        peer_info = (
-            _ifinfo() + _str(IFLA_IFNAME, peer) + _u32(IFLA_NET_NS_FD, peer_netns_fd) + _u32(IFLA_MTU, mtu)
-        )
+    def add_veth(self, name: str, peer: str, peer_netns_fd: int | None, mtu: int, *, up: bool = True) -> None:
+        """A veth pair `name` (up if `up`) + `peer` (in `peer_netns_fd`, or beside it when None)."""
+        peer_info = _ifinfo() + _str(IFLA_IFNAME, peer) + _u32(IFLA_MTU, mtu)
+        if peer_netns_fd is not None:
+            peer_info += _u32(IFLA_NET_NS_FD, peer_netns_fd)
         linkinfo = _str(IFLA_INFO_KIND, "veth") + _attr(IFLA_INFO_DATA, _attr(VETH_INFO_PEER, peer_info))
         payload = (
-            _ifinfo(flags=IFF_UP, change=IFF_UP)
+            _ifinfo(flags=IFF_UP if up else 0, change=IFF_UP)
             + _str(IFLA_IFNAME, name)
             + _u32(IFLA_MTU, mtu)
             + _attr(IFLA_LINKINFO, linkinfo)
@@ -204,10 +205,20 @@ class Rtnl:
         return out
 
     def set_link(
-        self, index: int, *, up: bool | None = None, mac: str = "", mtu: int = 0, alias: str | None = None
+        self,
+        index: int,
+        *,
+        up: bool | None = None,
+        mac: str = "",
+        mtu: int = 0,
+        alias: str | None = None,
+        netns_fd: int | None = None,
     ) -> None:
+        """Change a link; with `netns_fd` it first moves there (the other changes apply after the move)."""
         flags = (IFF_UP if up else 0) if up is not None else 0
         payload = _ifinfo(index, flags, IFF_UP if up is not None else 0)
+        if netns_fd is not None:
+            payload += _u32(IFLA_NET_NS_FD, netns_fd)
         if mac:
             payload += _attr(IFLA_ADDRESS, bytes.fromhex(mac.replace(":", "")))
         if mtu:

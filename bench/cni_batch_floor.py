@@ -1,0 +1,294 @@
+"""The density batch with no CNI at all: what OVN itself costs for N ports at concurrency C.
+
+Each "pod" is a netns with a veth whose host end is up beforehand (the kernel's part is not
+OVN's). Per port, timed from its first write until ovn-controller sets `ovn-installed`:
+
+- `nbctl`: one `ovn-nbctl lsp-add ... -- lsp-set-addresses ... -- lsp-set-port-security` and one
+  `ovs-vsctl --no-wait add-port ... iface-id=...` process per port, as a script would do it;
+- `raw`: the same two transactions over one long-lived JSON-RPC connection per database (no
+  process start, no schema download per port): the least any client can ask of OVN.
+
+The ports go onto the namespace switches the CNI run made (addresses from .200 up, which the
+density batches never reach), and are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from bench import cpu
+from bench.cni_floor import RawOvsdb, ids_have
+
+FIRST_HOST = 200
+
+
+class SharedRawOvsdb(RawOvsdb):
+    """RawOvsdb whose requests may come from several threads (one send at a time)."""
+
+    def __init__(self, remote: str, db: str, tables: dict[str, list[str]]) -> None:
+        self._send_lock = threading.Lock()
+        super().__init__(remote, db, tables)
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        with self._send_lock:
+            super()._send(msg)
+
+
+@dataclass(frozen=True)
+class FloorPort:
+    netns: str
+    host_if: str
+    lsp: str
+    switch: str
+    mac: str
+    ip: str
+
+
+def switches(nb_db: str, names: list[str]) -> dict[str, str]:
+    """switch name -> its subnet (prismnet.subnet), for the switches that exist."""
+    out = {}
+    for name in names:
+        proc = subprocess.run(
+            [
+                "ovn-nbctl",
+                f"--db={nb_db}",
+                "--if-exists",
+                "get",
+                "Logical_Switch",
+                name,
+                "external_ids:prismnet.subnet",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode == 0 and proc.stdout.strip():
+            out[name] = proc.stdout.strip().strip('"')
+    return out
+
+
+def make_ports(n: int, subnets: dict[str, str], tag: str) -> list[FloorPort]:
+    ports, names = [], sorted(subnets)
+    for k in range(n):
+        sw = names[k % len(names)]
+        net = ipaddress.IPv4Network(subnets[sw])
+        ip = net.network_address + FIRST_HOST + k // len(names)
+        mac = "0a:59:" + ":".join(f"{b:02x}" for b in ip.packed)
+        p = FloorPort(
+            f"cnif-{os.getpid()}-{tag}{k}",
+            f"pnf{tag}{os.getpid() % 10000}x{k}",
+            f"floor-{tag}-{k}",
+            sw,
+            mac,
+            str(ip),
+        )
+        subprocess.run(["ip", "netns", "add", p.netns], check=True)
+        subprocess.run(
+            [
+                "ip",
+                "link",
+                "add",
+                p.host_if,
+                "mtu",
+                "1400",
+                "up",
+                "type",
+                "veth",
+                "peer",
+                "eth0",
+                "netns",
+                p.netns,
+            ],
+            check=True,
+        )
+        subprocess.run(["ip", "-n", p.netns, "link", "set", "eth0", "address", mac, "up"], check=True)
+        ports.append(p)
+    return ports
+
+
+def remove_ports(ports: list[FloorPort], e: dict[str, str]) -> None:
+    for p in ports:
+        subprocess.run(
+            ["ovs-vsctl", f"--db={e['OVS_DB']}", "--no-wait", "--if-exists", "del-port", p.host_if],
+            capture_output=True,
+        )
+        subprocess.run(
+            ["ovn-nbctl", f"--db={e['OVN_NB_DB']}", "--if-exists", "lsp-del", p.lsp], capture_output=True
+        )
+        subprocess.run(["ip", "link", "del", p.host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", p.netns], capture_output=True)
+
+
+def bind_nbctl(e: dict[str, str], bridge: str) -> Callable[[FloorPort], None]:
+    def bind(p: FloorPort) -> None:
+        addr = f"{p.mac} {p.ip}"
+        subprocess.run(
+            [
+                "ovn-nbctl",
+                f"--db={e['OVN_NB_DB']}",
+                "lsp-add",
+                p.switch,
+                p.lsp,
+                "--",
+                "lsp-set-addresses",
+                p.lsp,
+                addr,
+                "--",
+                "lsp-set-port-security",
+                p.lsp,
+                addr,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [
+                "ovs-vsctl",
+                f"--db={e['OVS_DB']}",
+                "--no-wait",
+                "add-port",
+                bridge,
+                p.host_if,
+                "--",
+                "set",
+                "Interface",
+                p.host_if,
+                f"external_ids:iface-id={p.lsp}",
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+    return bind
+
+
+def bind_raw(
+    nb: RawOvsdb, ovs: RawOvsdb, bridge_uuid: str, switch_uuids: dict[str, str]
+) -> Callable[[FloorPort], None]:
+    def bind(p: FloorPort) -> None:
+        addr = f"{p.mac} {p.ip}"
+        nb.transact(
+            {
+                "op": "insert",
+                "table": "Logical_Switch_Port",
+                "uuid-name": "p",
+                "row": {"name": p.lsp, "addresses": addr, "port_security": addr},
+            },
+            {
+                "op": "mutate",
+                "table": "Logical_Switch",
+                "where": [["_uuid", "==", ["uuid", switch_uuids[p.switch]]]],
+                "mutations": [["ports", "insert", ["named-uuid", "p"]]],
+            },
+        )
+        ovs.transact(
+            {
+                "op": "insert",
+                "table": "Interface",
+                "uuid-name": "i",
+                "row": {"name": p.host_if, "external_ids": ["map", [["iface-id", p.lsp]]]},
+            },
+            {
+                "op": "insert",
+                "table": "Port",
+                "uuid-name": "p",
+                "row": {"name": p.host_if, "interfaces": ["named-uuid", "i"]},
+            },
+            {
+                "op": "mutate",
+                "table": "Bridge",
+                "where": [["_uuid", "==", ["uuid", bridge_uuid]]],
+                "mutations": [["ports", "insert", ["named-uuid", "p"]]],
+            },
+        )
+
+    return bind
+
+
+@dataclass
+class FloorRun:
+    ms: list[float]
+    wall: float
+    cpu_ms: dict[str, float]
+
+    @property
+    def per_s(self) -> float:
+        return len(self.ms) / self.wall
+
+
+def timed_batch(
+    ports: list[FloorPort],
+    conc: int,
+    bind: Callable[[FloorPort], None],
+    monitor: RawOvsdb,
+    labels: dict[str, str],
+    sample: Callable[[dict[str, str]], cpu.Sample],
+) -> FloorRun:
+    """Bind every port at concurrency conc; each one's time runs until ovn-installed is seen."""
+    cond = threading.Condition()
+
+    def one(p: FloorPort) -> float:
+        since = len(monitor.events)
+        t0 = time.monotonic()
+        bind(p)
+        deadline = t0 + 20
+        while time.monotonic() < deadline:
+            at = monitor.first(
+                since,
+                "Interface",
+                lambda r: r.get("name") == p.host_if and ids_have(r, "ovn-installed", "true"),
+            )
+            if at is not None:
+                return (at - t0) * 1000
+            with cond:
+                cond.wait(0.002)
+        raise TimeoutError(f"{p.lsp} was not installed within 20 s")
+
+    before = sample(labels)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(conc) as ex:
+        ms = list(ex.map(one, ports))
+    wall = time.perf_counter() - t0
+    return FloorRun(ms, wall, cpu.per_pod_ms(before, sample(labels), len(ports)))
+
+
+def batch_floors(
+    e: dict[str, str],
+    n: int,
+    conc: int,
+    labels: dict[str, str],
+    sample: Callable[[dict[str, str]], cpu.Sample],
+    switch_names: list[str],
+) -> dict[str, FloorRun]:
+    """Both floors, each on its own fresh set of ports (removed afterwards)."""
+    subnets = switches(e["OVN_NB_DB"], switch_names)
+    if not subnets:
+        raise RuntimeError(f"none of the switches {switch_names} exists: run the CNI batch first")
+    bridge = e["OVS_BRIDGE"]
+    monitor = RawOvsdb(e["OVS_DB"], "Open_vSwitch", {"Interface": ["name", "external_ids"]})
+    nb = SharedRawOvsdb(e["OVN_NB_DB"], "OVN_Northbound", {})
+    ovs = SharedRawOvsdb(e["OVS_DB"], "Open_vSwitch", {})
+    out = {}
+    try:
+        uuids = {sw: nb.uuid_of("Logical_Switch", sw) for sw in subnets}
+        for tag, bind in (
+            ("nbctl", bind_nbctl(e, bridge)),
+            ("raw", bind_raw(nb, ovs, ovs.uuid_of("Bridge", bridge), uuids)),
+        ):
+            ports = make_ports(n, subnets, tag[0])
+            try:
+                time.sleep(0.5)  # ovs-vswitchd sees the new links before the clock starts
+                out[tag] = timed_batch(ports, conc, bind, monitor, labels, sample)
+            finally:
+                remove_ports(ports, e)
+    finally:
+        for c in (monitor, nb, ovs):
+            c.close()
+    return out

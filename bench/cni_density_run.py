@@ -1,0 +1,115 @@
+"""The density run of `make bench BENCH=cni` (see bench/cni_density.py for what is measured)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from bench.cni_batch_floor import FloorRun, batch_floors
+from bench.cni_density import (
+    NAMESPACES,
+    Batch,
+    Pods,
+    blocks,
+    cleanup_on_error,
+    density_round,
+    engines_of,
+    fmt_ms,
+    no_engines,
+    node_labels,
+    pct,
+    pooled,
+    print_batch,
+    print_cpu,
+    print_engines,
+    sample,
+    sequential,
+)
+from nodeenv.cni_component import CniRuntime
+from nodeenv.node import Node
+
+
+@dataclass(frozen=True)
+class DensityArgs:
+    pods: int = 100
+    conc: int = 8
+    rounds: int = 2
+    fill: int = 300
+    single: int = 20
+
+
+def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityArgs) -> None:
+    labels, engines = node_labels(node.run_dir), engines_of(node)
+    ours, ref = Pods("prismnet", ours_rt, "o"), Pods("bridge+host-local", ref_rt, "r")
+    with cleanup_on_error(ours, ref):
+        print(f"  density: {a.pods} pods at concurrency {a.conc}, {NAMESPACES} namespaces, {a.rounds} rounds")
+        for p in (ref, ours):  # warm-up: namespace switches, page cache
+            density_round(p, 2 * a.conc, a.conc, labels, no_engines)
+        runs: dict[str, list[Batch]] = {"ours": [], "ref": []}
+        for r in range(a.rounds):
+            order = [(ref, "ref"), (ours, "ours")] if r % 2 == 0 else [(ours, "ours"), (ref, "ref")]
+            for p, key in order:
+                runs[key].append(
+                    density_round(p, a.pods, a.conc, labels, engines if p is ours else no_engines)
+                )
+                print_batch(runs[key][-1])
+        o, f = pooled(runs["ours"]), pooled(runs["ref"])
+        print("  pooled over the rounds:")
+        print_batch(f)
+        print_batch(o)
+        print("  CPU per pod during the ADDs (ms), by process:")
+        print_cpu(f)
+        print_cpu(o)
+        print_engines(o, len(o.add_ms))
+        single = {p.name: [] for p in (ours, ref)}  # type: dict[str, list[float]]
+        for _ in range(2):  # interleaved halves
+            for p in (ref, ours):
+                single[p.name] += sequential(p, a.single // 2)
+        for name, ms in single.items():
+            print(f"    {name:18s} single-pod ADD (one at a time) {fmt_ms(ms)}")
+        fill = blocks(ours, a.fill, a.conc, labels, engines)
+        print(f"  filling the node to {a.fill} pods in blocks of {len(fill[0].add_ms)} (prismnet):")
+        for i, b in enumerate(fill):
+            total = sum(b.cpu_ms.values())
+            eng = "; ".join(s.summary() for _, s in sorted(b.engine.items()))
+            print(
+                f"    pods {i * len(b.add_ms):3d}-{(i + 1) * len(b.add_ms):3d}: ADD {fmt_ms(b.add_ms)}  "
+                f"{b.pods_per_s:5.1f} pods/s  CPU {total:5.1f} ms/pod  [{eng}]"
+            )
+        floors = batch_floors(
+            node.endpoints, a.pods, a.conc, labels, sample, [f"k8s-dens-{i}" for i in range(NAMESPACES)]
+        )
+        print_floors(floors)
+    print_targets(o, f, single[ours.name], single[ref.name], floors)
+
+
+def print_floors(floors: dict[str, FloorRun]) -> None:
+    print("  floor: the same batch straight to OVN, no CNI (veths made beforehand; until ovn-installed):")
+    for tag, run in floors.items():
+        ovn = {k: v for k, v in run.cpu_ms.items() if k.startswith(("ovs", "ovn"))}
+        parts = " + ".join(f"{k} {v:.1f}" for k, v in sorted(ovn.items(), key=lambda kv: -kv[1]) if v >= 0.05)
+        print(f"    {tag:6s} {fmt_ms(run.ms)}  {run.per_s:6.1f} ports/s")
+        print(f"           OVS/OVN CPU {sum(ovn.values()):5.1f} ms/port = {parts}")
+
+
+def print_targets(
+    o: Batch, f: Batch, single_o: list[float], single_f: list[float], floors: dict[str, FloorRun]
+) -> None:
+    tput, p99 = o.pods_per_s / f.pods_per_s, pct(o.add_ms, 99) / pct(f.add_ms, 99)
+    single = statistics.median(single_o) / statistics.median(single_f)
+    print("  targets (issue 21), same run:")
+    rows = [
+        ("throughput >= bridge plugin's", f"{tput:.2f}x", tput >= 1.0),
+        ("ADD p99 <= 1.5x bridge plugin's", f"{p99:.2f}x", p99 <= 1.5),
+        ("single-pod ADD median <= 2x", f"{single:.2f}x", single <= 2.0),
+    ]
+    nbctl = floors.get("nbctl")
+    if nbctl:
+        dist = nbctl.per_s / o.pods_per_s
+        rows.append(
+            ("within 1.2x of the OVN floor (ovn-nbctl per port), pods/s", f"{dist:.2f}x", dist <= 1.2)
+        )
+        d99 = pct(o.add_ms, 99) / pct(nbctl.ms, 99)
+        rows.append(("ADD p99 against the OVN floor's p99", f"{d99:.2f}x", d99 <= 1.2))
+    for what, value, met in rows:
+        print(f"    {what:62s} {value:>7s}  {'met' if met else 'NOT met'}")
