@@ -71,11 +71,13 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
         print(f"  filling the node to {a.fill} pods in blocks of {len(fill[0].add_ms)} (prismnet):")
         for i, b in enumerate(fill):
             total = sum(b.cpu_ms.values())
-            eng = "; ".join(s.summary() for _, s in sorted(b.engine.items()))
+            top = sorted(b.cpu_ms.items(), key=lambda kv: -kv[1])[:5]
             print(
                 f"    pods {i * len(b.add_ms):3d}-{(i + 1) * len(b.add_ms):3d}: ADD {fmt_ms(b.add_ms)}  "
-                f"{b.pods_per_s:5.1f} pods/s  CPU {total:5.1f} ms/pod  [{eng}]"
+                f"{b.pods_per_s:5.1f} pods/s  CPU {total:5.1f} ms/pod = "
+                + " + ".join(f"{k.split(' (')[0] if 'ovsdb' not in k else k} {v:.1f}" for k, v in top)
             )
+            print("      " + "; ".join(s.summary() for _, s in sorted(b.engine.items())))
         floors = batch_floors(
             node.endpoints, a.pods, a.conc, labels, sample, [f"k8s-dens-{i}" for i in range(NAMESPACES)]
         )

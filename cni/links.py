@@ -131,7 +131,7 @@ def _ethtool(sock: socket.socket, ifname: str, cmd: int, data: int) -> int:
 class Links:
     """Host and pod side of pod interfaces.
 
-    `tx_checksum_off`: turn TX checksum offload off on both veth ends, which the userspace
+    `tx_checksum_off`: turn TX checksum offload off on the pod end of each veth, which the userspace
     datapath needs (TCP through it silently stalls otherwise); the kernel datapath does not.
     """
 
@@ -139,77 +139,47 @@ class Links:
         self.tx_checksum_off = tx_checksum_off
 
     def create_veth(self, host_if: str, netns: str, pod_if: str, mtu: int, alias: str) -> HostEnd:
-        """Create the pair; the host end arrives in our namespace up, tagged with `alias`.
+        """Create the pair with the pod end directly in `netns`; the host end is up, tagged with `alias`.
 
         The alias is written before any address is allocated, so GC can always find (and
-        release) an attachment whose ADD died half-way.
+        release) an attachment whose ADD died half-way. Raw rtnetlink (`cni/netlink.py`):
+        add, set alias (not accepted at creation), get.
 
-        The pair is made inside the pod's namespace and configured there (alias, checksum
-        offload, the pod end up), then the host end moves out and comes up in one message.
         ovs-vswitchd reconfigures every bridge on each link change it sees in its namespace
-        (O(ports): 1.5 ms of its CPU per change at 100 pods, 2 ms at 200, measured with
-        bench/cni_density.py), and a pair made out here showed it 7 changes per pod; made in
-        the pod it sees the arrival, the carrier and its own promiscuous switch.
+        (O(ports): 1.5 ms of its CPU per change at 100 pods, 2 ms at 200; `make bench BENCH=cni`,
+        density run), so the host end changes as few times as it can: it is created down and
+        comes up only when the pod end is up (`configure_pod`: no separate carrier-down and
+        carrier-up changes), and checksum offload is turned off on the pod end only (in the pod's
+        namespace, unseen here): what the host end transmits is what ovs-vswitchd hands it,
+        already checksummed. Made inside the pod and moved out, the host end would show only the
+        arrival, but a move between namespaces waits for an RCU grace period: 16 ms per ADD.
         """
         fd = open_netns(netns)
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            with netns_rtnl(netns) as (pod, sock):
-                index = self._make_pair(pod, host_if, pod_if, mtu, netns)
-                try:
-                    pod.set_link(index, alias=ALIAS_PREFIX + alias)
-                    if self.tx_checksum_off:
-                        set_tx_checksum(sock, host_if, False)
-                        set_tx_checksum(sock, pod_if, False)
-                    peer = pod.get_link(pod_if)
-                    if peer is not None:
-                        pod.set_link(peer.index, up=True)
-                    self._move_out(pod, index, own, host_if)
-                except BaseException:
-                    pod.delete_link(host_if)  # still in the pod: nothing of it is left out here
-                    raise
             with Rtnl() as host:
+                try:
+                    host.add_veth(host_if, pod_if, fd, mtu, up=False)
+                except netlink.NetlinkError as e:
+                    if e.errno != errno.EEXIST:
+                        raise CniError(f"cannot create {pod_if} in {netns}", e.strerror or "") from e
+                    host.delete_link(host_if)  # leftover of a crashed ADD (or the pod end exists)
+                    try:
+                        host.add_veth(host_if, pod_if, fd, mtu, up=False)
+                    except netlink.NetlinkError as e2:
+                        raise CniError(f"cannot create {pod_if} in {netns}", e2.strerror or "") from e2
                 link = host.get_link(host_if)
+                if link is None:
+                    raise CniError(f"{host_if} vanished right after its creation")
+                host.set_link(link.index, alias=ALIAS_PREFIX + alias)
         finally:
-            os.close(own)
             os.close(fd)
-        if link is None:
-            raise CniError(f"{host_if} vanished right after its creation")
         return HostEnd(host_if, link.index, link.mac, link.peer_index)
 
-    @staticmethod
-    def _make_pair(pod: Rtnl, host_if: str, pod_if: str, mtu: int, netns: str) -> int:
-        """Both ends inside the pod's namespace, the host end down; its ifindex there."""
-        try:
-            pod.add_veth(host_if, pod_if, None, mtu, up=False)
-        except netlink.NetlinkError as e:
-            if e.errno != errno.EEXIST:
-                raise CniError(f"cannot create {pod_if} in {netns}", e.strerror or "") from e
-            pod.delete_link(pod_if)  # leftover of a crashed ADD
-            pod.delete_link(host_if)
-            try:
-                pod.add_veth(host_if, pod_if, None, mtu, up=False)
-            except netlink.NetlinkError as e2:
-                raise CniError(f"cannot create {pod_if} in {netns}", e2.strerror or "") from e2
-        link = pod.get_link(host_if)
-        if link is None:
-            raise CniError(f"{host_if} vanished right after its creation in {netns}")
-        return link.index
-
-    @staticmethod
-    def _move_out(pod: Rtnl, index: int, own_fd: int, host_if: str) -> None:
-        """Move the host end to our namespace and bring it up (one message)."""
-        try:
-            pod.set_link(index, netns_fd=own_fd, up=True)
-        except netlink.NetlinkError as e:
-            if e.errno != errno.EEXIST:
-                raise CniError(f"cannot move {host_if} out of the pod", e.strerror or "") from e
-            with Rtnl() as host:
-                host.delete_link(host_if)  # a leftover of a crashed ADD holds the name out here
-            pod.set_link(index, netns_fd=own_fd, up=True)
-
-    def configure_pod(self, netns: str, pod: PodLinkConfig, index: int | None = None) -> None:
-        """MAC, MTU, checksum offload off, up, addresses and routes of the pod end (`index` if known)."""
+    def configure_pod(
+        self, netns: str, pod: PodLinkConfig, index: int | None = None, host_index: int | None = None
+    ) -> None:
+        """MAC, MTU, checksum offload off, up, addresses and routes of the pod end (`index` if known);
+        then the host end (`host_index`, made down by `create_veth`) up."""
         with netns_rtnl(netns) as (rtnl, sock):
             if index is None:
                 link = rtnl.get_link(pod.ifname)
@@ -224,6 +194,9 @@ class Links:
                 rtnl.add_address(index, cidr)
             for dst, gw in pod.routes:
                 rtnl.replace_route(index, dst, gw)
+        if host_index is not None:
+            with Rtnl() as host:
+                host.set_link(host_index, up=True)
 
     def delete(self, ifname: str) -> bool:
         """Delete a host-side link; False when it was already gone."""

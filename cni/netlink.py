@@ -124,7 +124,7 @@ class Rtnl:
                     return body
 
     def add_veth(self, name: str, peer: str, peer_netns_fd: int | None, mtu: int, *, up: bool = True) -> None:
-        """A veth pair `name` (up if `up`) + `peer` (in `peer_netns_fd`, or beside it when None)."""
+        """A veth pair: `name` (up if `up`) and `peer` (in `peer_netns_fd`, or beside it when None)."""
         peer_info = _ifinfo() + _str(IFLA_IFNAME, peer) + _u32(IFLA_MTU, mtu)
         if peer_netns_fd is not None:
             peer_info += _u32(IFLA_NET_NS_FD, peer_netns_fd)

@@ -136,7 +136,7 @@ class PodNetworkService:
             addresses=tuple(i.address for i in alloc.ips),
             routes=tuple((r.dst, r.gw) for r in alloc.routes),
         )
-        self._a.links.configure_pod(att.netns, pod_if, host.peer_index)
+        self._a.links.configure_pod(att.netns, pod_if, host.peer_index, host.index)
         return alloc, mac
 
     def _bind(self, att: Attachment) -> tuple[float, float]:

@@ -20,12 +20,12 @@ def test_add_check_del_round_trip(agent: Agent, pods: Pods) -> None:
     info = json.loads(addr.stdout)[0]
     assert info["mtu"] == 1400 and info["address"] == ifaces[1]["mac"]
     assert ip in [a["local"] for a in info["addr_info"]]
-    # the userspace datapath needs TX checksum offload off on both ends
+    # the userspace datapath needs TX checksum offload off on the pod end; the host end keeps it
+    # (every change of a host link costs ovs-vswitchd a reconfiguration; see Links.create_veth)
     pod_k = subprocess.run(
         ["ip", "netns", "exec", name, "ethtool", "-k", "eth0"], capture_output=True, text=True
     )
-    host_k = subprocess.run(["ethtool", "-k", ifaces[0]["name"]], capture_output=True, text=True)
-    assert "tx-checksumming: off" in pod_k.stdout and "tx-checksumming: off" in host_k.stdout
+    assert "tx-checksumming: off" in pod_k.stdout
     lsp = f"web-1-{cid}"
     assert ip in agent.nbctl("lsp-get-addresses", lsp)
     assert "k8s-rt" in agent.nbctl("lsp-get-ls", lsp)
@@ -111,3 +111,46 @@ def test_add_gives_ovs_vswitchd_nothing_to_warn_about(agent: Agent, pods: Pods) 
     hosts = [pods.add("quiet", f"q{i}")[2]["interfaces"][0]["name"] for i in range(12)]
     new = log.read_text(errors="replace").splitlines()[mark:]
     assert [line for line in new if any(h in line for h in hosts) and "|WARN|" in line] == []
+
+
+SERVE = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8099)); s.listen(); print("ready", flush=True)
+for _ in range(int(sys.argv[1])):
+    c, _ = s.accept()
+    c.sendall(b"x" * (4 << 20)); c.close()
+"""
+FETCH = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 8099), timeout=10); n = 0
+while (chunk := c.recv(1 << 16)):
+    n += len(chunk)
+print(n)
+"""
+
+
+def _fetch(netns: str | None, ip: str) -> int:
+    prefix = ["ip", "netns", "exec", netns] if netns else []
+    out = subprocess.run([*prefix, "python3", "-c", FETCH, ip], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout)
+
+
+def test_tcp_streams_between_pods_and_from_the_node(agent: Agent, pods: Pods) -> None:
+    """4 MiB TCP streams pod -> pod (same and other namespace) and pod -> node's management port:
+    they stall if a pod end transmits with checksum offload on the userspace datapath."""
+    a, _, ra = pods.add("tcp-a", "server")
+    b, _, _ = pods.add("tcp-a", "client")
+    c, _, _ = pods.add("tcp-b", "client")
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", a, "python3", "-c", SERVE, "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        for netns in (b, c, None):
+            assert _fetch(netns, pod_ip(ra)) == 4 << 20
+        assert server.wait(timeout=10) == 0
+    finally:
+        server.kill()
+        server.wait()

@@ -38,7 +38,9 @@ class FakeLinks:
         self.pods[(netns, pod_if)] = None
         return HostEnd(host_if, 7, "ee:ee:ee:ee:ee:ee", 2)
 
-    def configure_pod(self, netns: str, pod: PodLinkConfig, index: int | None = None) -> None:
+    def configure_pod(
+        self, netns: str, pod: PodLinkConfig, index: int | None = None, host_index: int | None = None
+    ) -> None:
         self.pods[(netns, pod.ifname)] = pod
 
     def exists(self, ifname: str) -> bool:
