@@ -42,7 +42,9 @@ def error_response(err: ApiError) -> web.Response:
 def parse_body(raw: bytes, content_type: str) -> Any:
     if not raw.strip():
         raise BadRequest("the body of the request is empty")
-    ctype = content_type.split(";")[0].strip().lower()
+    ctype = content_type.split(";")[0].strip().lower() or "application/json"  # the first media type,
+    # as the apiserver's input negotiation takes a request without Content-Type (the official
+    # Python client sends its create/update bodies so)
     if ctype == protobuf.CONTENT_TYPE:
         return protobuf.decode(raw)
     if "json" not in ctype and "yaml" not in ctype:  # protobuf and CBOR are not decoded here
