@@ -150,21 +150,26 @@ def go_map(m: dict[str, Any]) -> str:
     return "map[string]string{" + ", ".join(f'"{k}":"{v}"' for k, v in sorted(m.items())) + "}"
 
 
-def _selector_causes(spec: Obj, old_spec: Obj | None) -> list[Cause]:
+def _selector_causes(kind: str, spec: Obj, old_spec: Obj | None) -> list[Cause]:
+    """A missing selector matches nothing (so the template's labels do not match it either); only
+    DaemonSet's validation does not also call it required."""
     selector = spec.get("selector")
-    if not isinstance(selector, dict):
-        return [("FieldValueRequired", "spec.selector", "Required value")]
-    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
-        return [("FieldValueInvalid", "spec.selector", "Invalid value: {}: empty selector is invalid")]
     causes: list[Cause] = []
+    if not isinstance(selector, dict):
+        selector = None
+        if kind != "DaemonSet":
+            causes.append(("FieldValueRequired", "spec.selector", "Required value"))
+    elif not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        why = f"empty selector is invalid for {kind.lower()}"
+        return [("FieldValueInvalid", "spec.selector", f"Invalid value: {_go_selector(selector)}: {why}")]
     template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
     labels = ((template or {}).get("metadata") or {}).get("labels") or {}
-    if not selector_matches(selector, labels):
+    if selector is None or not selector_matches(selector, labels):
         why = "`selector` does not match template `labels`"
         causes.append(
             ("FieldValueInvalid", "spec.template.metadata.labels", f"Invalid value: {go_map(labels)}: {why}")
         )
-    if old_spec is not None and old_spec.get("selector") != selector:
+    if selector is not None and old_spec is not None and old_spec.get("selector") != selector:
         causes.append(("FieldValueInvalid", "spec.selector", "Invalid value: " + _go_selector(selector)
                        + ": field is immutable"))  # fmt: skip
     return causes
@@ -189,6 +194,6 @@ def causes(kind: str, obj: Obj, old: Obj | None) -> list[Cause]:
         job = ((spec.get("jobTemplate") or {}).get("spec")) or {}
         return out + template_causes(job.get("template"), "spec.jobTemplate.spec.template",
                                      ("OnFailure", "Never"))  # fmt: skip
-    out += _selector_causes(spec, old_spec if isinstance(old_spec, dict) else None)
+    out += _selector_causes(kind, spec, old_spec if isinstance(old_spec, dict) else None)
     policies = ("OnFailure", "Never") if kind == "Job" else ("Always",)
     return out + template_causes(spec.get("template"), "spec.template", policies)
