@@ -1,4 +1,5 @@
 """Request and response bodies: JSON (and YAML where the apiserver takes it), query parameters.
+A create/update body without Content-Type is JSON (the apiserver's first media type).
 
 Simplified: protobuf request bodies (`application/vnd.kubernetes.protobuf`, which kubectl's
 generators send) are decoded only for the kinds in protobuf.py (namespace, configmap, secret,

@@ -86,3 +86,21 @@ def test_custom_resources_through_kubectl(kube_api: KubeApiHandle, tmp_path: Pat
     assert "NotFound" in gone or "the server doesn't have a resource type" in gone
     groups = json.loads(kubectl(kube_api, "get", "--raw", "/apis"))["groups"]
     assert "snapshot.storage.k8s.io" not in [g["name"] for g in groups]
+
+
+def test_overlay_before_the_crds_is_refused_as_kube_apiserver_does(
+    kube_api: KubeApiHandle, tmp_path: Path
+) -> None:
+    """kubectl finds the snapshot kinds in neither /openapi/v3 nor the protobuf /openapi/v2 and not as
+    CRDs, so its REST mapping names them: the message an admin gets from a real cluster."""
+    out = kubectl(kube_api, "apply", "-k", str(OVERLAY), check=False)
+    assert 'no matches for kind "VolumeSnapshotClass" in version "snapshot.storage.k8s.io/v1"' in out
+    assert (
+        'no matches for kind "VolumeGroupSnapshotClass"' in out and "ensure CRDs are installed first" in out
+    )
+    assert "proto:" not in out and "daemonset.apps/prismnet-agent created" in out
+    v2 = [r for r in kube_api.state.recorder.nonresource if r.path == "/openapi/v2"]
+    assert v2 and {r.status for r in v2} == {200}
+    install_crds(kube_api, tmp_path)
+    again = kubectl(kube_api, "apply", "-k", str(OVERLAY))
+    assert "volumesnapshotclass.snapshot.storage.k8s.io/lightningstor-snapshots created" in again
