@@ -9,8 +9,9 @@ Status, set at once (a real apiserver takes a moment): acceptedNames = names, co
 NamesAccepted and Established True, storedVersions gaining the storage version.
 Each served version becomes a Kind with the CRD's schema and printer columns; discovery, OpenAPI,
 routing and watches see it from the next request, and deleting the CRD deletes its objects.
-Simplified: no conversion webhooks (every version is stored as sent, apiVersion rewritten), no
-names-conflict check against other CRDs, no scale subresource.
+Simplified: no conversion between served versions (an object is stored and served in the version it
+was last written in; one storage per resource), no names-conflict check against other CRDs or
+built-in resources, no scale subresource, no Terminating phase on delete.
 """
 
 from __future__ import annotations
