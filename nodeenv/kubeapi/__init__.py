@@ -1,8 +1,8 @@
 """A Kubernetes API test double (no kube-apiserver can run on these machines).
 
-It serves the real REST paths and JSON over HTTPS with bearer tokens, so kubectl and
-kubernetes_asyncio talk to it as to kube-apiserver. Each module's docstring says what is faithful
-and what is simplified:
+It serves the real REST paths and JSON over HTTPS with bearer tokens, so kubectl, the official
+`kubernetes` client and kubernetes_asyncio talk to it as to kube-apiserver. Each module's docstring
+says what is faithful and what is simplified:
 
   kinds.py        the registry of kinds (one row per kind)      store.py      objects, resourceVersion,
   objects.py      metadata rules (uid, generation, ...)                       history, watch fan-out
@@ -20,6 +20,10 @@ and what is simplified:
   metrics.py      /metrics                                        settings.py   the daemon's flags and env
   validation.py   ObjectMeta + EndpointSlice validation (422)  quota.py      opt-in ResourceQuota counts
   strict.py       fieldValidation=Strict (top level, metadata)
+  strategies.py   per-kind defaults/validation dispatch          workloads.py  apps/v1, batch/v1 rules
+  podtemplate.py  pod template defaults and rules                storagekinds.py storage.k8s.io rules
+  crds.py         CRDs: rules, status, the kinds they serve      crschema.py   custom resources vs schema
+  openapiv2pb.py  /openapi/v2 as protobuf (kubectl's fallback)
   state.py        settings (ApiConfig), faults                   server.py     HTTPS server, threaded runner
   devpki.py       dev serving cert, kubeconfigs                  __main__.py   the daemon
 

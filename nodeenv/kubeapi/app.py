@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from nodeenv.kubeapi import audit, discovery, handlers, openapi
+from nodeenv.kubeapi import audit, discovery, handlers, openapi, openapiv2pb
 from nodeenv.kubeapi.audit import INFO, USER
 from nodeenv.kubeapi.errors import ApiError, InternalError, NotFound, Unauthorized, from_code
 from nodeenv.kubeapi.routing import resolve
@@ -105,7 +105,10 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _openapi_v2(request: web.Request) -> web.Response:
-    return respond(openapi.v2(request.app[STATE].registry))
+    registry = request.app[STATE].registry
+    if openapiv2pb.wants_protobuf(request.headers.get("Accept", "")):  # what kubectl asks for
+        return web.Response(body=openapiv2pb.document(registry), content_type=openapiv2pb.RETURNED)
+    return respond(openapi.v2(registry))
 
 
 async def _openapi_v3_index(request: web.Request) -> web.Response:

@@ -19,6 +19,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from nodeenv.kubeapi import crds
 from nodeenv.kubeapi.defaults import apply_defaults
 from nodeenv.kubeapi.errors import STALE, BadRequest, Forbidden, NotFound, already_exists, conflict, not_found
 from nodeenv.kubeapi.kinds import Kind, Registry
@@ -28,6 +29,7 @@ from nodeenv.kubeapi.quota import Quotas
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.services import ServiceAllocator
 from nodeenv.kubeapi.store import Store
+from nodeenv.kubeapi.strategies import CRD
 
 IMMORTAL = ("default", "kube-system", "kube-public")
 START_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -107,7 +109,15 @@ class Resources:
             return obj
         stored = self.store.put(kind, obj, None)
         self._refresh_quotas(namespace)
+        self._on_stored(kind, stored)
         return stored
+
+    def _on_stored(self, kind: Kind, obj: Obj) -> None:
+        """A CRD written: its custom resources are served from the next request."""
+        if (kind.group, kind.kind) == CRD:
+            key = f"{obj['spec']['group']}/{obj['spec']['names']['plural']}"
+            self.registry.unregister({key})
+            self.registry.register(crds.kinds_of(obj))
 
     def _admit(self, kind: Kind, namespace: str, new: Obj, old: Obj | None) -> None:
         if self.quotas is None or not kind.namespaced:
@@ -136,12 +146,23 @@ class Resources:
     def _on_create(self, kind: Kind, obj: Obj) -> None:
         if kind is self.services.kind:
             self.services.on_create(obj)
+        elif (kind.group, kind.kind) == CRD:
+            crds.with_status(obj, None, now_rfc3339())
         else:
             apply_defaults(kind.group, kind.kind, obj)
 
     def _on_delete(self, kind: Kind, obj: Obj) -> None:
         if kind is self.services.kind:
             self.services.on_delete(obj)
+
+    def _crd_removed(self, crd: Obj) -> None:
+        """Its custom resources go with it (the real finalizer deletes them first, then the CRD)."""
+        key = f"{crd['spec']['group']}/{crd['spec']['names']['plural']}"
+        for kind in self.registry.by_key(key)[:1]:
+            for obj in list(self.store.items(kind)):
+                self.store.remove(kind, obj)
+            self.store.close_watches(kind)
+        self.registry.unregister({key})
 
     def update(
         self,
@@ -176,6 +197,8 @@ class Resources:
         elif kind is self.namespaces:
             new.setdefault("status", old.get("status", {}))
             new.setdefault("spec", old.get("spec", {}))
+        elif (kind.group, kind.kind) == CRD:
+            crds.with_status(new, old, now_rfc3339())
         if dry_run:
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
             return new
@@ -183,11 +206,14 @@ class Resources:
             return self._remove(kind, new)
         stored = self.store.put(kind, new, old)
         self._refresh_quotas(namespace)
+        self._on_stored(kind, stored)
         return stored
 
     def _remove(self, kind: Kind, obj: Obj) -> Obj:
         self._on_delete(kind, obj)
         gone = self.store.remove(kind, obj)
+        if (kind.group, kind.kind) == CRD:
+            self._crd_removed(obj)
         ns = obj["metadata"].get("namespace")
         if ns:
             self._refresh_quotas(ns)

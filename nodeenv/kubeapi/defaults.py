@@ -26,7 +26,7 @@ def _secret(obj: Obj) -> None:
     obj["type"] = obj.get("type") or "Opaque"
 
 
-def _container(c: Obj) -> None:
+def container_defaults(c: Obj) -> None:
     image = str(c.get("image", ""))
     latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
     c.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
@@ -43,7 +43,7 @@ def _pod(obj: Obj) -> None:
         spec.setdefault(key, value)
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         if isinstance(c, dict):
-            _container(c)
+            container_defaults(c)
     obj["status"] = {"phase": "Pending"}
 
 

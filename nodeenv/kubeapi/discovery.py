@@ -2,8 +2,9 @@
 
 /api -> APIVersions, /apis -> APIGroupList, /api/v1 and /apis/<g>/<v> -> APIResourceList with
 each resource's verbs, shortNames, categories, singularName and its `<plural>/status`
-subresource. Aggregated discovery (`as=APIGroupDiscoveryList`) is not served: clients that ask for
-it accept the plain list that comes back with `Content-Type: application/json` (kubectl falls back).
+subresource. Custom resources appear with their CRD. Aggregated discovery (`as=APIGroupDiscoveryList`) is not
+served: clients that ask for it accept the plain list that comes back with
+`Content-Type: application/json` (kubectl falls back).
 """
 
 from __future__ import annotations

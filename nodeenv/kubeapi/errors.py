@@ -140,7 +140,8 @@ def invalid(kind: Kind, name: str, causes: list[tuple[str, str, str]]) -> Invali
         details["group"] = kind.group
     details["kind"] = kind.kind
     details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
-    return Invalid(f'{kind.kind} "{name}" is invalid: {text}', details)
+    group_kind = f"{kind.kind}.{kind.group}" if kind.group else kind.kind  # schema.GroupKind.String()
+    return Invalid(f'{group_kind} "{name}" is invalid: {text}', details)
 
 
 def method_not_allowed() -> MethodNotAllowed:

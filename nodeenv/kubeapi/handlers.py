@@ -20,7 +20,7 @@ from nodeenv.kubeapi.audit import USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.paging import exact_rv
-from nodeenv.kubeapi.patches import APPLY, apply_patch
+from nodeenv.kubeapi.patches import APPLY, apply_patch, check_patch_type
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.state import ApiState
 from nodeenv.kubeapi.wire import (
@@ -39,8 +39,14 @@ WARNINGS = web.RequestKey("kubeapi_warnings", list[str])
 _RETURNS_OBJECT = ("Pod", "Service", "Namespace", "ServiceAccount")  # ReturnDeletedObject: true
 
 
+def _content_type(request: web.Request) -> str:
+    """The Content-Type header as sent ("" when absent; aiohttp's `content_type` would say
+    application/octet-stream)."""
+    return request.headers.get("Content-Type", "")
+
+
 async def _body(request: web.Request) -> Any:
-    return parse_body(await request.read(), request.content_type)
+    return parse_body(await request.read(), _content_type(request))
 
 
 def _respond_obj(
@@ -97,8 +103,9 @@ async def update(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
 
 
 async def patch(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
+    ctype, q = _content_type(request).split(";")[0].strip().lower(), request.query
+    check_patch_type(ctype, kind)
     body = await _body(request)
-    ctype, q = request.content_type, request.query
     if ctype == APPLY:
         if st.views.converted(kind):
             raise UnsupportedMediaType(f"the API double applies {kind.qualified} only via its stored group")

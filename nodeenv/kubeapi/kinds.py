@@ -8,7 +8,9 @@ kind's `GetAttrs`/field label conversion in kube-apiserver).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 NS_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
@@ -28,6 +30,10 @@ class Kind:
     verbs: tuple[str, ...] = ALL_VERBS
     virtual: bool = False  # a review answered at create, never stored (SelfSubjectReview & co)
     generation: bool = False  # its strategy keeps metadata.generation (1 on create, +1 per spec change)
+    schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    """A custom resource's openAPIV3Schema (from its CRD); None for built-in kinds."""
+    columns: tuple[Mapping[str, Any], ...] = field(default=(), compare=False, hash=False)
+    """A custom resource's additionalPrinterColumns."""
 
     @property
     def api_version(self) -> str:
@@ -78,6 +84,15 @@ _EVENT_FIELDS = (
     "type",
 )
 _RBAC = "rbac.authorization.k8s.io"
+_STORAGE = "storage.k8s.io"
+
+
+def _workload(
+    group: str, kind: str, plural: str, short: tuple[str, ...] = (), fields: tuple[str, ...] = ()
+) -> Kind:
+    return Kind(group=group, version="v1", kind=kind, plural=plural, namespaced=True, short_names=short,
+                categories=("all",), status=True, generation=True, fields=fields)  # fmt: skip
+
 
 KINDS: tuple[Kind, ...] = (
     Kind(group="", version="v1", kind="Namespace", plural="namespaces", namespaced=False,
@@ -111,6 +126,25 @@ KINDS: tuple[Kind, ...] = (
     Kind(group=_RBAC, version="v1", kind="ClusterRole", plural="clusterroles", namespaced=False),
     Kind(group=_RBAC, version="v1", kind="ClusterRoleBinding", plural="clusterrolebindings",
          namespaced=False),
+    _workload("apps", "DaemonSet", "daemonsets", ("ds",)),
+    _workload("apps", "Deployment", "deployments", ("deploy",)),
+    _workload("apps", "StatefulSet", "statefulsets", ("sts",)),
+    _workload("apps", "ReplicaSet", "replicasets", ("rs",)),
+    Kind(group="apps", version="v1", kind="ControllerRevision", plural="controllerrevisions",
+         namespaced=True),
+    _workload("batch", "Job", "jobs", fields=("status.successful",)),
+    _workload("batch", "CronJob", "cronjobs", ("cj",)),
+    Kind(group=_STORAGE, version="v1", kind="StorageClass", plural="storageclasses", namespaced=False,
+         short_names=("sc",)),
+    Kind(group=_STORAGE, version="v1", kind="CSIDriver", plural="csidrivers", namespaced=False),
+    Kind(group=_STORAGE, version="v1", kind="CSINode", plural="csinodes", namespaced=False),
+    Kind(group=_STORAGE, version="v1", kind="VolumeAttachment", plural="volumeattachments",
+         namespaced=False, status=True),
+    Kind(group=_STORAGE, version="v1beta1", kind="VolumeAttributesClass", plural="volumeattributesclasses",
+         namespaced=False, short_names=("vac",)),
+    Kind(group="apiextensions.k8s.io", version="v1", kind="CustomResourceDefinition",
+         plural="customresourcedefinitions", namespaced=False, short_names=("crd", "crds"),
+         categories=("api-extensions",), status=True),
     Kind(group="authentication.k8s.io", version="v1", kind="SelfSubjectReview", plural="selfsubjectreviews",
          namespaced=False, verbs=("create",), virtual=True),
     Kind(group="authorization.k8s.io", version="v1", kind="SelfSubjectAccessReview",
@@ -119,11 +153,29 @@ KINDS: tuple[Kind, ...] = (
 
 
 class Registry:
-    """Lookups by (group, version, plural) and by storage key."""
+    """Lookups by (group, version, plural) and by storage key. The built-in kinds are fixed; custom
+    resources come and go with their CRDs (`register`/`unregister`, called from the event loop).
+    `kinds` is replaced, never mutated, so other threads may iterate it."""
 
     def __init__(self, kinds: tuple[Kind, ...] = KINDS) -> None:
         self.kinds = kinds
         self._by_path = {(k.group, k.version, k.plural): k for k in kinds}
+
+    def register(self, kinds: list[Kind]) -> None:
+        """Adds or replaces the kinds of one group+resource (a CRD's served versions)."""
+        keys = {k.key for k in kinds}
+        self.unregister(keys)
+        self.kinds = (*self.kinds, *kinds)
+        self._by_path.update({(k.group, k.version, k.plural): k for k in kinds})
+
+    def unregister(self, keys: set[str]) -> None:
+        gone = [k for k in self.kinds if k.key in keys and k.schema is not None]
+        self.kinds = tuple(k for k in self.kinds if k not in gone)
+        for k in gone:
+            self._by_path.pop((k.group, k.version, k.plural), None)
+
+    def by_key(self, key: str) -> list[Kind]:
+        return [k for k in self.kinds if k.key == key]
 
     def lookup(self, group: str, version: str, plural: str) -> Kind | None:
         return self._by_path.get((group, version, plural))

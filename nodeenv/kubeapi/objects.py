@@ -20,9 +20,9 @@ import re
 import uuid
 from typing import Any
 
+from nodeenv.kubeapi import strategies
 from nodeenv.kubeapi.errors import BadRequest, invalid
 from nodeenv.kubeapi.kinds import Kind
-from nodeenv.kubeapi.validation import endpoint_slice_causes, metadata_causes
 
 Obj = dict[str, Any]
 
@@ -54,7 +54,7 @@ def prepare_create(kind: Kind, obj: Obj, namespace: str) -> Obj:
     """A fresh stored copy of a create body with server-set metadata (resourceVersion by the store)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
         raise BadRequest("Object 'metadata' is missing or not an object")
-    obj = copy.deepcopy(obj)
+    obj = strategies.normalize(kind, copy.deepcopy(obj))
     meta = obj.setdefault("metadata", {})
     if not meta.get("name") and meta.get("generateName"):
         suffix = "".join(random.choices(_ALPHABET, k=5))
@@ -80,8 +80,6 @@ def prepare_create(kind: Kind, obj: Obj, namespace: str) -> Obj:
         meta.pop("namespace", None)
     for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
         meta.pop(k, None)
-    if causes := kind_causes(kind, obj, None):
-        raise invalid(kind, name, causes)
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = now_rfc3339()
     if kind.generation:
@@ -89,6 +87,9 @@ def prepare_create(kind: Kind, obj: Obj, namespace: str) -> Obj:
     else:
         meta.pop("generation", None)
     obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+    strategies.prepare_create(kind, obj)
+    if causes := kind_causes(kind, obj, None):
+        raise invalid(kind, name, causes)
     return obj
 
 
@@ -97,10 +98,7 @@ def _outside_meta_status(obj: Obj) -> dict[str, Any]:
 
 
 def kind_causes(kind: Kind, obj: Obj, old: Obj | None) -> list[tuple[str, str, str]]:
-    causes = metadata_causes(obj["metadata"])
-    if kind.kind == "EndpointSlice":
-        causes += endpoint_slice_causes(obj, old)
-    return causes
+    return strategies.causes(kind, obj, old)
 
 
 def _status_update(old: Obj, new: Obj) -> Obj:
@@ -115,9 +113,9 @@ def _status_update(old: Obj, new: Obj) -> Obj:
 
 def prepare_update(kind: Kind, old: Obj, new: Obj, *, subresource: str = "") -> Obj:
     """The object to store for an update of `old` with body `new` (a fresh dict)."""
-    new = copy.deepcopy(new)
     if not isinstance(new.get("metadata"), dict):
         raise BadRequest("Object 'metadata' is missing or not an object")
+    new = strategies.normalize(kind, copy.deepcopy(new))
     if subresource == "status":
         return _status_update(old, new)
     old_meta, meta = old["metadata"], new["metadata"]

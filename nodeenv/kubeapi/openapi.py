@@ -5,8 +5,10 @@ with `x-kubernetes-group-version-kind`, the strategic-merge metadata of `patchme
 (`x-kubernetes-patch-merge-key`, `x-kubernetes-patch-strategy`) on the lists that have it, and
 `x-kubernetes-preserve-unknown-fields` elsewhere; the v3 paths list each resource's operations with
 the `fieldValidation` and `dryRun` query parameters, so `kubectl --validate=strict` asks the
-server to validate. Simplified: field schemas are open (no per-field types), so kubectl's
-client-side validation and `kubectl explain` see little.
+server to validate. Custom resources are published under their CRD's schema (named as the real
+server names them, e.g. io.k8s.storage.snapshot.v1.VolumeSnapshotClass) once the CRD is stored.
+Simplified: built-in kinds' field schemas are open (no per-field types), so kubectl's client-side
+validation and `kubectl explain` see little.
 """
 
 from __future__ import annotations
@@ -25,11 +27,17 @@ _PKG = {
     "events.k8s.io": "events",
     "coordination.k8s.io": "coordination",
     "rbac.authorization.k8s.io": "rbac",
+    "storage.k8s.io": "storage",
 }
+_CRD_SCHEMA = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
 INFO = {"title": "Kubernetes", "version": "v1.32.0"}
 
 
 def schema_name(kind: Kind) -> str:
+    if kind.schema is not None:  # a custom resource: the group's labels reversed, as for CRDs
+        return ".".join([*reversed(kind.group.split(".")), kind.version, kind.kind])
+    if kind.group == "apiextensions.k8s.io":
+        return _CRD_SCHEMA
     return f"io.k8s.api.{_PKG.get(kind.group, kind.group.split('.')[0])}.{kind.version}.{kind.kind}"
 
 
@@ -55,12 +63,14 @@ def _object(children: Schema) -> dict[str, Any]:
 
 
 def kind_schema(kind: Kind) -> dict[str, Any]:
-    s = _object(schema_for(kind.kind))
+    s = dict(kind.schema) if kind.schema is not None else _object(schema_for(kind.kind))
     s["properties"] = {
         "apiVersion": {"type": "string"},
         "kind": {"type": "string"},
         **s.get("properties", {}),
     }
+    if kind.schema is not None:
+        s["properties"]["metadata"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     s["x-kubernetes-group-version-kind"] = [{"group": kind.group, "kind": kind.kind, "version": kind.version}]
     return s
 

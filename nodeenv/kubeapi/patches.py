@@ -15,6 +15,7 @@ from typing import Any
 import jsonpatch  # type: ignore[import-untyped,unused-ignore]
 
 from nodeenv.kubeapi.errors import BadRequest, Invalid, UnsupportedMediaType
+from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.patchmeta import Field, Schema, schema_for
 
 MERGE = "application/merge-patch+json"
@@ -22,6 +23,7 @@ JSON = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 PATCH_TYPES = (JSON, MERGE, STRATEGIC, APPLY)
+CUSTOM_PATCH_TYPES = (JSON, MERGE, APPLY)
 
 _DELETE = object()
 
@@ -139,6 +141,17 @@ def _merge_list(orig: Any, patch: list[Any], f: Field) -> list[Any]:
         else:
             current[at] = _merge_map(current[at], item, f.children)
     return current
+
+
+def check_patch_type(ctype: str, kind: Kind) -> None:
+    """415 before the body is read, as the apiserver's patch handler does: a missing Content-Type is
+    not taken as JSON here (unlike create/update), and custom resources have no strategic merge."""
+    accepted = CUSTOM_PATCH_TYPES if kind.schema is not None else PATCH_TYPES
+    if ctype not in accepted:
+        raise UnsupportedMediaType(
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"{', '.join(accepted)}"
+        )
 
 
 def apply_patch(content_type: str, target: dict[str, Any], body: Any, kind: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ POD_SPEC: Schema = {
     "imagePullSecrets": Field("name"),
     "hostAliases": Field("ip"),
 }
+TEMPLATE: Schema = {"metadata": Field(children=META), "spec": Field(children=POD_SPEC)}
 POD_STATUS: Schema = {"conditions": CONDITIONS, "podIPs": Field("ip"), "hostIPs": Field("ip")}
 
 
@@ -62,6 +63,13 @@ BY_KIND: dict[str, Schema] = {
     "Node": _kind({"podCIDRs": Field("")}, {"conditions": CONDITIONS, "addresses": Field("type")}),
     "Namespace": _kind(None, {"conditions": CONDITIONS}),
     "ResourceQuota": _kind(),
+    **{
+        k: _kind({"template": Field(children=TEMPLATE)}, {"conditions": CONDITIONS})
+        for k in ("DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job")
+    },
+    "CronJob": _kind(
+        {"jobTemplate": Field(children={"spec": Field(children={"template": Field(children=TEMPLATE)})})}
+    ),
 }
 
 

@@ -72,26 +72,35 @@ _MESSAGES: dict[str, list[tuple[str, int, int, str, bool]]] = {
 _MAPS = ("StringMap", "BytesMap")
 
 
-def _file() -> descriptor_pb2.FileDescriptorProto:
-    f = descriptor_pb2.FileDescriptorProto(name="k8shost_kubeapi_wire.proto", package=_PKG, syntax="proto2")
-    for name, fields in _MESSAGES.items():
-        m = f.message_type.add(name=name)
-        if name in _MAPS:
+Fields = dict[str, list[tuple[str, int, int, str, bool]]]
+
+
+def message_pool(name: str, package: str, messages: Fields, maps: tuple[str, ...] = ()) -> Any:
+    """A descriptor pool holding `messages` (field tables as in `_MESSAGES`), proto2 wire form."""
+    f = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto2")
+    for mname, fields in messages.items():
+        m = f.message_type.add(name=mname)
+        if mname in maps:
             m.options.map_entry = True
         for fname, number, ftype, ref, repeated in fields:
             fd = m.field.add(name=fname, number=number, type=ftype, json_name=fname)
             fd.label = _F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL
             if ref:
-                fd.type_name = f".{_PKG}.{ref}"
-    return f
+                fd.type_name = f".{package}.{ref}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return pool
 
 
-_POOL = descriptor_pool.DescriptorPool()
-_POOL.Add(_file())
+def message_class(pool: Any, package: str, name: str) -> Any:  # google.protobuf is untyped here
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}"))
 
 
-def _cls(name: str) -> Any:  # google.protobuf is untyped here (see pyproject's mypy overrides)
-    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PKG}.{name}"))
+_POOL = message_pool("k8shost_kubeapi_wire.proto", _PKG, _MESSAGES, _MAPS)
+
+
+def _cls(name: str) -> Any:
+    return message_class(_POOL, _PKG, name)
 
 
 def decode(raw: bytes) -> dict[str, Any]:

@@ -177,6 +177,11 @@ class Store:
     def unwatch(self, w: Watch) -> None:
         self._watches.get(w.kind.key, set()).discard(w)
 
+    def close_watches(self, kind: Kind) -> None:
+        """End the watches of one kind (its CRD is gone)."""
+        for w in self._watches.pop(kind.key, set()):
+            w.close()
+
     def drop_watches(self) -> int:
         """Close every open watch server-side (clients see the stream end)."""
         n = 0

@@ -3,7 +3,8 @@ kind: an unknown field is 400 `<Kind> in version "<v>" cannot be handled as a <K
 error: unknown field "<path>"`, as the apiserver's strict decoder answers; `Warn` (the default when a
 client sends none) accepts the object and answers `Warning: 299 - "unknown field \\"<path>\\""` headers;
 `Ignore` accepts it silently.
-Simplified: fields below spec/status/data are not checked (no schemas, see openapi.py).
+Custom resources are checked at every depth against their CRD's schema (crschema.py).
+Simplified: built-in kinds' fields below spec/status/data are not checked (no schemas, see openapi.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nodeenv.kubeapi import strategies
 from nodeenv.kubeapi.errors import BadRequest
 from nodeenv.kubeapi.kinds import Kind
 
@@ -54,14 +56,28 @@ TOP: dict[tuple[str, str], tuple[str, ...]] = {
     ("rbac.authorization.k8s.io", "ClusterRole"): ("rules", "aggregationRule"),
     ("rbac.authorization.k8s.io", "RoleBinding"): ("subjects", "roleRef"),
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): ("subjects", "roleRef"),
+    **{("apps", k): _SPEC_STATUS for k in ("DaemonSet", "Deployment", "StatefulSet", "ReplicaSet")},
+    ("apps", "ControllerRevision"): ("data", "revision"),
+    ("batch", "Job"): _SPEC_STATUS, ("batch", "CronJob"): _SPEC_STATUS,
+    ("storage.k8s.io", "StorageClass"): ("provisioner", "parameters", "reclaimPolicy", "mountOptions",
+                                         "allowVolumeExpansion", "volumeBindingMode", "allowedTopologies"),
+    ("storage.k8s.io", "CSIDriver"): ("spec",), ("storage.k8s.io", "CSINode"): ("spec",),
+    ("storage.k8s.io", "VolumeAttachment"): _SPEC_STATUS,
+    ("storage.k8s.io", "VolumeAttributesClass"): ("driverName", "parameters"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"): _SPEC_STATUS,
 }  # fmt: skip
 
 
 def unknown_fields(kind: Kind, obj: Mapping[str, Any]) -> list[str]:
     known = TOP.get((kind.group, kind.kind))
-    if known is None:
+    custom = strategies.unknown_fields(kind, dict(obj))
+    if known is None and custom is None:
         return []
-    out = [k for k in obj if k not in ("apiVersion", "kind", "metadata", *known)]
+    out = (
+        custom
+        if custom is not None
+        else [k for k in obj if k not in ("apiVersion", "kind", "metadata", *(known or ()))]
+    )
     meta = obj.get("metadata")
     if isinstance(meta, Mapping):
         out += [f"metadata.{k}" for k in meta if k not in META]

@@ -1,6 +1,7 @@
 """`meta.k8s.io/v1` Tables for `kubectl get`: the columns of kube-apiserver's printers for the kinds
 kubectl users look at (Namespaces, Pods, Services, Endpoints, EndpointSlices, Nodes, ConfigMaps,
-Secrets, Leases), Name/Age for the rest. Rows carry the object as `PartialObjectMetadata` unless the
+Secrets, Leases, the workloads, StorageClasses, VolumeAttributesClasses, CRDs), a custom resource's
+additionalPrinterColumns, Name/Age for the rest. Rows carry the object as `PartialObjectMetadata` unless the
 client asks `includeObject=Object` (or `None`). Age uses the apiserver's HumanDuration buckets.
 """
 
@@ -133,7 +134,56 @@ def _selector(o: Obj) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(sel.items())) or "<none>"
 
 
-_WIDE = ("IP", "Node", "Selector")
+_WIDE = ("IP", "Node", "Selector", "Containers", "Images")
+
+
+def _int(*status_path: str) -> Callable[[Obj], int]:
+    return lambda o: int(_get(o, "status", *status_path) or 0)
+
+
+def _ready_of_replicas(o: Obj) -> str:
+    return f"{_get(o, 'status', 'readyReplicas') or 0}/{_get(o, 'spec', 'replicas') or 0}"
+
+
+def _template_containers(o: Obj) -> list[Obj]:
+    return list(_get(o, "spec", "template", "spec", "containers") or [])
+
+
+def _containers(o: Obj) -> str:
+    return ",".join(str(c.get("name")) for c in _template_containers(o))
+
+
+def _images(o: Obj) -> str:
+    return ",".join(str(c.get("image")) for c in _template_containers(o))
+
+
+def _completions(o: Obj) -> str:
+    return f"{_int('succeeded')(o)}/{_get(o, 'spec', 'completions') or 1}"
+
+
+def _node_selector(o: Obj) -> str:
+    sel = _get(o, "spec", "template", "spec", "nodeSelector") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(sel.items())) or "<none>"
+
+
+def _custom_columns(kind: Kind) -> list[Column]:
+    """A custom resource's additionalPrinterColumns (simple `.a.b` JSON paths); dates shown as ages."""
+    cols: list[Column] = [_NAME]
+    for c in kind.columns:
+        path = tuple(p for p in str(c.get("jsonPath", "")).split(".") if p)
+        date = c.get("type") == "date"
+        cols.append((str(c["name"]), "string" if date else str(c.get("type", "string")), _cell(path, date)))
+    return cols if kind.columns else [_NAME, _AGE]
+
+
+def _cell(path: tuple[str, ...], date: bool) -> Callable[[Obj], Any]:
+    if date:
+        return lambda o: _age_at(_get(o, *path))
+    return lambda o: _get(o, *path)
+
+
+def _age_at(ts: Any) -> str:
+    return _age({"metadata": {"creationTimestamp": ts}}) if ts else "<unknown>"
 
 
 def _str(*path: str, default: str = "") -> Callable[[Obj], str]:
@@ -165,6 +215,31 @@ COLUMNS: dict[str, list[Column]] = {
               ("Reason", "string", _str("reason")), ("Object", "string", _event_object),
               ("Message", "string", lambda o: str(o.get("message") or o.get("note") or "")), _NAME],
     "Lease": [_NAME, ("Holder", "string", _str("spec", "holderIdentity")), _AGE],
+    "DaemonSet": [_NAME, ("Desired", "integer", _int("desiredNumberScheduled")),
+                  ("Current", "integer", _int("currentNumberScheduled")),
+                  ("Ready", "integer", _int("numberReady")),
+                  ("Up-to-date", "integer", _int("updatedNumberScheduled")),
+                  ("Available", "integer", _int("numberAvailable")),
+                  ("Node Selector", "string", _node_selector),
+                  _AGE, ("Containers", "string", _containers), ("Images", "string", _images)],
+    "Deployment": [_NAME, ("Ready", "string", _ready_of_replicas),
+                   ("Up-to-date", "integer", _int("updatedReplicas")),
+                   ("Available", "integer", _int("availableReplicas")), _AGE,
+                   ("Containers", "string", _containers), ("Images", "string", _images)],
+    "StatefulSet": [_NAME, ("Ready", "string", _ready_of_replicas), _AGE,
+                    ("Containers", "string", _containers), ("Images", "string", _images)],
+    "ReplicaSet": [_NAME, ("Desired", "integer", lambda o: _get(o, "spec", "replicas") or 0),
+                   ("Current", "integer", _int("replicas")), ("Ready", "integer", _int("readyReplicas")),
+                   _AGE],
+    "Job": [_NAME, ("Completions", "string", _completions), _AGE],
+    "StorageClass": [_NAME, ("Provisioner", "string", _str("provisioner")),
+                     ("ReclaimPolicy", "string", _str("reclaimPolicy")),
+                     ("VolumeBindingMode", "string", _str("volumeBindingMode")),
+                     ("AllowVolumeExpansion", "string", lambda o: str(bool(o.get("allowVolumeExpansion")))
+                      .lower()),
+                     _AGE],
+    "VolumeAttributesClass": [_NAME, ("DriverName", "string", _str("driverName")), _AGE],
+    "CustomResourceDefinition": [_NAME, ("Created At", "date", _str("metadata", "creationTimestamp"))],
 }  # fmt: skip
 
 
@@ -177,7 +252,7 @@ def _row_object(o: Obj, include: str) -> Obj | None:
 
 
 def table(kind: Kind, items: list[Obj], rv: str, query: Mapping[str, str], cont: str | None = None) -> Obj:
-    cols = COLUMNS.get(kind.kind, [_NAME, _AGE])
+    cols = _custom_columns(kind) if kind.schema is not None else COLUMNS.get(kind.kind, [_NAME, _AGE])
     include = query.get("includeObject", "Metadata")
     rows = []
     for o in items:

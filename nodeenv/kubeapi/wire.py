@@ -1,4 +1,5 @@
 """Request and response bodies: JSON (and YAML where the apiserver takes it), query parameters.
+A create/update body without Content-Type is JSON (the apiserver's first media type).
 
 Simplified: protobuf request bodies (`application/vnd.kubernetes.protobuf`, which kubectl's
 generators send) are decoded only for the kinds in protobuf.py (namespace, configmap, secret,
@@ -42,7 +43,9 @@ def error_response(err: ApiError) -> web.Response:
 def parse_body(raw: bytes, content_type: str) -> Any:
     if not raw.strip():
         raise BadRequest("the body of the request is empty")
-    ctype = content_type.split(";")[0].strip().lower()
+    ctype = content_type.split(";")[0].strip().lower() or "application/json"  # the first media type,
+    # as the apiserver's input negotiation takes a request without Content-Type (the official
+    # Python client sends its create/update bodies so)
     if ctype == protobuf.CONTENT_TYPE:
         return protobuf.decode(raw)
     if "json" not in ctype and "yaml" not in ctype:  # protobuf and CBOR are not decoded here

@@ -188,3 +188,54 @@ async def test_unknown_fields_warn_by_default(http: Http) -> None:
     async with http.s.post(url + "?fieldValidation=Strict", data=body.replace('"w"', '"s"'), headers=hdrs,
                            ssl=http.ssl) as r:  # fmt: skip
         assert r.status == 400
+
+
+async def _send_bare(http: Http, method: str, path: str, body: Any) -> tuple[int, Any]:
+    """A request with no Content-Type header at all (aiohttp would add one)."""
+    async with http.s.request(method, http.api.url + path, data=json.dumps(body).encode(), headers=http.auth,
+                              ssl=http.ssl, skip_auto_headers=("Content-Type",)) as r:  # fmt: skip
+        assert "Content-Type" not in r.request_info.headers
+        return r.status, await r.json()
+
+
+async def test_missing_content_type_is_json_on_create_and_update_but_not_patch(http: Http) -> None:
+    """kube-apiserver's input negotiation takes the first media type (JSON) for a create or update
+    without Content-Type; its patch handler has no default and answers 415."""
+    path = "/api/v1/namespaces/default/configmaps"
+    code, cm = await _send_bare(http, "POST", path, {"metadata": {"name": "bare"}, "data": {"a": "1"}})
+    assert (code, cm["data"]) == (201, {"a": "1"})
+    code, cm = await _send_bare(
+        http, "PUT", f"{path}/bare", {"metadata": {"name": "bare"}, "data": {"a": "2"}}
+    )
+    assert (code, cm["data"]) == (200, {"a": "2"})
+    code, st = await _send_bare(http, "PATCH", f"{path}/bare", {"data": {"a": "3"}})
+    assert (code, st["reason"]) == (415, "UnsupportedMediaType")
+    assert st["message"] == (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, "
+        "application/apply-patch+yaml"
+    )
+    code, st = await http.call("POST", path, {"metadata": {"name": "x"}}, **{"Content-Type": "text/plain"})
+    assert (code, st["reason"]) == (415, "UnsupportedMediaType")
+
+
+async def test_discovery_serves_the_workload_storage_and_extension_groups(http: Http) -> None:
+    _, groups = await http.call("GET", "/apis")
+    by_name = {g["name"]: g for g in groups["groups"]}
+    assert {"apps", "batch", "storage.k8s.io", "apiextensions.k8s.io"} <= set(by_name)
+    storage = by_name["storage.k8s.io"]
+    assert [v["version"] for v in storage["versions"]] == ["v1", "v1beta1"]
+    assert storage["preferredVersion"]["version"] == "v1"
+    _, apps = await http.call("GET", "/apis/apps/v1")
+    ds = next(r for r in apps["resources"] if r["name"] == "daemonsets")
+    assert ds["shortNames"] == ["ds"] and ds["categories"] == ["all"] and ds["kind"] == "DaemonSet"
+    assert any(r["name"] == "deployments/status" for r in apps["resources"])
+    _, beta = await http.call("GET", "/apis/storage.k8s.io/v1beta1")
+    assert [r["name"] for r in beta["resources"]] == ["volumeattributesclasses"]
+    _, index = await http.call("GET", "/openapi/v3")
+    assert {"apis/apps/v1", "apis/batch/v1", "apis/storage.k8s.io/v1", "apis/storage.k8s.io/v1beta1",
+            "apis/apiextensions.k8s.io/v1"} <= set(index["paths"])  # fmt: skip
+    _, doc = await http.call("GET", index["paths"]["apis/apps/v1"]["serverRelativeURL"])
+    patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "apps", "version": "v1", "kind": "DaemonSet"}
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
