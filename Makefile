@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup sandbox test unit integration lint protos bench node-up node-down clean
+.PHONY: setup sandbox test unit integration lint protos bench node-up node-down clean image test-image
 
 setup:
 	@bash scripts/setup.sh
@@ -29,6 +29,14 @@ unit: setup
 
 integration: setup
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+# The suite's image, in the private podman store build/podman (README "Image").
+image: setup
+	$(PY) -m nodeenv.image build
+
+# Builds the image, then starts containers from it (not in `make test`: a build from scratch takes minutes).
+test-image: image
+	$(PY) -m pytest tests/image $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
