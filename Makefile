@@ -21,7 +21,8 @@ node-up: setup
 node-down:
 	@if [ -x $(PY) ]; then $(PY) -m nodeenv.cli down; else echo "node-down: nothing to stop (no .venv)"; fi
 
-test: setup
+# tests/image/ starts containers from the image: built first (from scratch ~2 min, no change ~4 s).
+test: setup image
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: setup
@@ -34,7 +35,7 @@ integration: setup
 image: setup
 	$(PY) -m nodeenv.image build
 
-# Builds the image, then starts containers from it (not in `make test`: a build from scratch takes minutes).
+# The image tier alone: build, then start containers from it.
 test-image: image
 	$(PY) -m pytest tests/image $(PYTEST_ARGS)
 
