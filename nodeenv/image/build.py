@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -22,7 +23,14 @@ from pathlib import Path
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 
-from nodeenv.image.host import HostConfigError, apt_settings, debian_sources, host_secrets, read_sources
+from nodeenv.image.host import (
+    HostConfigError,
+    Secret,
+    apt_settings,
+    debian_sources,
+    host_secrets,
+    read_sources,
+)
 from nodeenv.image.store import ROOT, ImageStore, PodmanError
 
 CONTAINERFILE = ROOT / "Containerfile"
@@ -84,6 +92,8 @@ def make_base(store: ImageStore, base: BaseImage, work: Path) -> None:
     apt_conf.write_text(apt_settings())
     dpkg_cfg.write_text(SLIM_DPKG)
     print(f"image: making {base.name} with mmdebstrap --variant=minbase from {sources}", flush=True)
+    if shutil.which("mmdebstrap") is None:
+        raise ImageBuildError("no mmdebstrap to make the base with: run `make setup` (scripts/setup.sh)")
     mmdebstrap = subprocess.Popen(
         ["mmdebstrap", "--variant=minbase", "--format=tar", "--quiet",
          f"--aptopt={apt_conf}", f"--dpkgopt={dpkg_cfg}", f"--hook-dir={MERGED_USR_HOOKS}",
@@ -91,18 +101,29 @@ def make_base(store: ImageStore, base: BaseImage, work: Path) -> None:
          base.codename, "-", str(sources)],
         stdout=subprocess.PIPE,
     )  # fmt: skip
-    try:
-        store("import", "--message", f"mmdebstrap --variant=minbase {base.codename}", "-",
-              base.name, stdin=mmdebstrap.stdout, timeout=900)  # fmt: skip
-    finally:
-        if mmdebstrap.wait() != 0:
-            raise ImageBuildError(f"mmdebstrap failed (exit {mmdebstrap.returncode}); see its output above")
+    assert mmdebstrap.stdout is not None
+    with mmdebstrap.stdout:
+        try:
+            store("import", "--message", f"mmdebstrap --variant=minbase {base.codename}", "-", base.name,
+                  stdin=mmdebstrap.stdout, timeout=900)  # fmt: skip
+        except PodmanError:
+            mmdebstrap.kill()
+            raise
+    if mmdebstrap.wait() != 0:
+        store("rmi", "-f", base.name, check=False)
+        raise ImageBuildError(f"mmdebstrap failed (exit {mmdebstrap.returncode}); see its output above")
+
+
+def build_argv(store: ImageStore, name: str, secrets: list[Secret]) -> list[str]:
+    """podman build: no pull (the base is local), the layer cache, the host's network for the RUN
+    steps (no bridge of podman's own), this machine's configuration as secrets."""
+    return store.command("build", "--pull=never", "--layers", "--network=host", "-f", str(CONTAINERFILE),
+                         "-t", name, *(f"--secret=id={s.id},src={s.source}" for s in secrets),
+                         str(ROOT))  # fmt: skip
 
 
 def build(store: ImageStore, name: str, work: Path) -> None:
-    secrets = [f"--secret=id={s.id},src={s.source}" for s in host_secrets(work)]
-    argv = store.command("build", "--pull=never", "--layers", "-f", str(CONTAINERFILE), "-t", name,
-                         *secrets, str(ROOT))  # fmt: skip
+    argv = build_argv(store, name, host_secrets(work))
     if subprocess.run(argv, env=store.run_env()).returncode:
         raise ImageBuildError(f"podman build failed: {' '.join(argv)}")
 
@@ -113,6 +134,8 @@ def main() -> int:
     store.ensure()
     WORK.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
+        if shutil.which("podman") is None:
+            raise ImageBuildError("no podman: run `make setup` (scripts/setup.sh installs Debian's podman)")
         base = base_image(CONTAINERFILE.read_text())
         if not store.exists(base.name):
             make_base(store, base, WORK)

@@ -11,7 +11,9 @@ image (the image tests, the kubelet-like runner, an admin pushing it) runs podma
 Two settings are this machine's, as for the CNI tests' podman (nodeenv/podman_runtime.py):
 runc runs the containers (crun 1.8 refuses the hybrid cgroup layout), and, without
 CAP_SYS_RESOURCE, podman's default ulimits (nofile 1048576) cannot be set, so the store's
-containers.conf asks for this process's own hard limits, which any child may keep.
+containers.conf asks for limits this process may set. Its containers get no network unless they
+ask (`netns = "none"`), the build's RUN steps share the host's (`--network=host`), and CNI network
+files stay in the store: nothing here creates a bridge, an iptables rule or a file in /etc/cni.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import resource
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -49,7 +52,13 @@ def containers_conf(base: Path, ulimits: list[str] | None) -> str:
     limits = "" if ulimits is None else f"default_ulimits = {json.dumps(ulimits)}\n"
     return f"""# written by nodeenv/image/store.py for `make image`
 [containers]
+# no network unless a container asks for one (the build's RUN steps use the host's, --network=host)
+netns = "none"
 {limits}
+[network]
+network_backend = "cni"
+network_config_dir = "{base}/cni"
+
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
@@ -78,12 +87,13 @@ class ImageStore:
     base: Path = DEFAULT_STORE
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | os._Environ[str]) -> ImageStore:
+    def from_env(cls, env: Mapping[str, str]) -> ImageStore:
         return cls(Path(env.get("K8SHOST_IMAGE_STORE", DEFAULT_STORE)).resolve())
 
     def ensure(self) -> None:
         """Create the store's directories and (re)write its configuration; idempotent."""
-        (self.base / "tmp").mkdir(parents=True, exist_ok=True)
+        for sub in ("tmp", "cni"):
+            (self.base / sub).mkdir(parents=True, exist_ok=True)
         ulimits = None if has_cap_sys_resource() else settable_ulimits()
         for name, text in (
             ("containers.conf", containers_conf(self.base, ulimits)),

@@ -35,7 +35,7 @@ def run(store: ImageStore, image: str) -> Run:
     """`podman run --rm <image> argv...` as a container of the image would start: (exit, output)."""
 
     def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        flags = [f"--env={k}={v}" for k, v in (env or {}).items()]
+        flags = ["--network=none", *(f"--env={k}={v}" for k, v in (env or {}).items())]
         return subprocess.run(store.command("run", "--rm", *flags, image, *argv), env=store.run_env(),
                               capture_output=True, text=True, timeout=120)  # fmt: skip
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from nodeenv.image.build import ImageBuildError, base_image, image_name
+from nodeenv.image.build import ImageBuildError, base_image, build_argv, image_name
 from nodeenv.image.host import (
     PIP_SECRETS,
     HostConfigError,
+    Secret,
     apt_settings,
     debian_sources,
     pip_secrets,
@@ -126,6 +127,12 @@ def test_image_name_is_the_one_the_k3s_overlay_runs() -> None:
     assert image_name() == "registry.plasmacloud.io/k8shost:0.1.0"
 
 
+def test_build_pulls_nothing_and_runs_steps_on_the_host_network(tmp_path: Path) -> None:
+    argv = build_argv(ImageStore(tmp_path), "x:1", [Secret("ca", Path("/etc/ssl/certs/ca-certificates.crt"))])
+    assert argv[:2] == ["podman", "build"] and {"--pull=never", "--layers", "--network=host"} <= set(argv)
+    assert "--secret=id=ca,src=/etc/ssl/certs/ca-certificates.crt" in argv
+
+
 def test_store_limits_are_ones_this_process_may_set(tmp_path: Path) -> None:
     status = "Name:\tx\nCapEff:\t000001fffeffffff\n"  # all but CAP_SYS_RESOURCE (bit 24)
     assert not has_cap_sys_resource(status) and has_cap_sys_resource("CapEff:\t0000000001000000\n")
@@ -133,6 +140,9 @@ def test_store_limits_are_ones_this_process_may_set(tmp_path: Path) -> None:
     hard = int(subprocess.run(["sh", "-c", "ulimit -Hn"], capture_output=True, text=True).stdout)
     assert (nofile, nproc) == (f"nofile={hard}:{hard}", "nproc=4096:4096")
     assert 'default_ulimits = ["nofile=' in containers_conf(tmp_path, settable_ulimits())
+    # and no network of podman's own: nothing on the host's links, iptables or /etc/cni
+    assert 'netns = "none"' in containers_conf(tmp_path, None)
+    assert f'network_config_dir = "{tmp_path}/cni"' in containers_conf(tmp_path, None)
     assert "default_ulimits" not in containers_conf(tmp_path, None)  # podman's defaults where it may
 
 
