@@ -140,8 +140,12 @@ def main() -> int:
         if not store.exists(base.name):
             make_base(store, base, WORK)
         name = image_name()
+        before = store("image", "inspect", "--format", "{{.Id}}", name) if store.exists(name) else None
         build(store, name, WORK)
         size = store.size(name)
+        if before and before != store("image", "inspect", "--format", "{{.Id}}", name):
+            # the image it replaced (now untagged): its own layers go, the build cache stays
+            store("rmi", before, check=False)
     except (ImageBuildError, HostConfigError, PodmanError, OSError) as e:
         print(f"image: {e}", file=sys.stderr)
         return 1
