@@ -11,6 +11,7 @@ APT_PACKAGES=(
   iputils-ping containernetworking-plugins procps python3-openvswitch
   dnsperf knot bind9-dnsutils
   podman runc busybox-static  # a real runtime for the CNI tests (runc: crun 1.8 refuses hybrid cgroups)
+  mmdebstrap  # make image: the Debian base image, made from this machine's apt sources
 )
 
 missing=()

@@ -1,10 +1,10 @@
 """The image recipe (Containerfile) provides what the manifests run.
 
-No container engine runs on these machines, so the image is not built here; these tests
-check the recipe against the repository and against Debian: every COPY source exists, every
-OVS/OVN program the manifests call (commands, scripts, exec probes) and every program the suite's
-code executes (mount, mkfs, losetup, iptables, ...) is shipped by a package the image installs
-(asked of dpkg on this Debian machine), and the suite's programs come from the installed package."""
+These tests read the recipe (tests/image/ builds it with `make test-image` and starts containers
+from it): every COPY source exists, every OVS/OVN program the manifests call (commands, scripts,
+exec probes) and every program the suite's code executes (mount, mkfs, losetup, iptables, ...) is
+shipped by a package the image's final stage installs (asked of dpkg on this Debian machine), the
+suite's programs come from the installed package, and the build stage's tools stay behind."""
 
 from __future__ import annotations
 
@@ -22,11 +22,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 RECIPE = (ROOT / "Containerfile").read_text()
 INSTRUCTIONS = re.sub(r"\\\n", " ", RECIPE)
+# The stages, each from its FROM line on: `build` (left behind) and the image itself (the last one).
+STAGES = re.split(r"^(?=FROM )", INSTRUCTIONS, flags=re.M)[1:]
+BUILD, FINAL = STAGES[0], STAGES[-1]
+BUILD_ONLY = {"python3-venv", "python3-pip", "python3-dev", "gcc", "build-essential", "git"}
 
 
-def _apt_packages() -> set[str]:
-    install = re.search(r"apt-get install (.*?)(&&|$)", INSTRUCTIONS, re.M)
-    assert install, "the Containerfile installs no Debian packages"
+def _apt_packages(stage: str = FINAL) -> set[str]:
+    install = re.search(r"apt-get install (.*?)(&&|$)", stage, re.M)
+    assert install, "the stage installs no Debian packages"
     return {w for w in install.group(1).split() if not w.startswith("-")}
 
 
@@ -44,7 +48,7 @@ def _containers() -> list[dict[str, Any]]:
     return out
 
 
-def _programs(container: dict[str, Any]) -> set[str]:
+def programs_run(container: dict[str, Any]) -> set[str]:
     """OVS/OVN programs and absolute paths a container runs (its command, shell scripts and exec probes)."""
     probes = [
         container.get(p, {}).get("exec", {}).get("command", []) for p in ("livenessProbe", "readinessProbe")
@@ -113,20 +117,20 @@ CODE_RUNS = {
 
 def test_every_copied_path_exists() -> None:
     for line in INSTRUCTIONS.splitlines():
-        if line.startswith("COPY "):
+        if line.startswith("COPY ") and "--from=" not in line:
             for src in line.split()[1:-1]:
                 assert (ROOT / src).exists(), f"Containerfile copies missing {src}"
 
 
 def test_every_package_the_suite_imports_is_copied() -> None:
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
-    copied = {line.split()[1].rstrip("/") for line in INSTRUCTIONS.splitlines() if line.startswith("COPY ")}
+    copied = {line.split()[1].rstrip("/") for line in BUILD.splitlines() if line.startswith("COPY ")}
     for pattern in include["include"]:
         assert pattern.rstrip("*") in copied, f"package {pattern} is not copied into the image"
 
 
 def test_ovs_and_ovn_programs_the_manifests_run_come_from_installed_packages() -> None:
-    programs = {p for c in _containers() for p in _programs(c)}
+    programs = {p for c in _containers() for p in programs_run(c)}
     assert {
         "ovs-vsctl",
         "ovn-controller",
@@ -146,7 +150,11 @@ def test_programs_the_suite_code_runs_are_in_the_image() -> None:
 
 def test_suite_programs_come_from_the_installed_package() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert "pip install --no-cache-dir ." in INSTRUCTIONS and "PATH=/app/.venv/bin" in INSTRUCTIONS
+    # the suite's wheel, installed for /app/.venv under /staging; the image copies the venv and that tree
+    assert "pip wheel --no-deps" in BUILD and "--python /app/.venv/bin/python install" in BUILD
+    assert "--root /staging" in BUILD and "PATH=/app/.venv/bin" in FINAL
+    copies = [line.split()[1:] for line in FINAL.splitlines() if line.startswith("COPY ")]
+    assert copies == [["--from=build", "/app/.venv/", "/app/.venv/"], ["--from=build", "/staging/", "/"]]
     commands = {c["command"][0] for c in _containers() if c.get("command")}
     assert {"prismnet-agent", "lightningstor-csi", "iam-webhook"} <= commands
     assert {c for c in commands if not c.startswith("/")} <= set(scripts)
@@ -158,4 +166,24 @@ def test_shim_sources_the_cni_installer_copies_are_in_the_image() -> None:
     installer = next(c for c in _containers() if c["name"] == "install-cni")
     assert installer["command"] == ["prismnet-install"]
     for src in SHIM_MODULES:
-        assert (ROOT / "cni" / src).exists() and "COPY cni/ cni/" in INSTRUCTIONS, src
+        assert (ROOT / "cni" / src).exists() and "COPY cni/ cni/" in BUILD, src
+
+
+def test_the_image_stage_installs_no_build_tools_and_copies_only_built_trees() -> None:
+    assert len(STAGES) == 2 and BUILD.startswith("FROM debian:bookworm-slim AS build")
+    assert not _apt_packages() & BUILD_ONLY, "a build-only package in the image"
+    assert "python3-venv" in _apt_packages(BUILD)  # the venv is made in the build stage only
+    assert all("--from=build" in line for line in FINAL.splitlines() if line.startswith(("COPY ", "ADD ")))
+    assert "grpcio-tools" in BUILD and "gen-protos.sh" in BUILD and "pip install" not in FINAL
+
+
+def test_host_configuration_reaches_the_build_only_as_secrets() -> None:
+    """The CA bundle, apt settings and pip files are mounted per RUN (nodeenv/image/host.py passes them);
+    no COPY, ADD, ARG or ENV names them."""
+    for stage in STAGES:
+        for line in stage.splitlines():
+            if line.startswith("RUN ") and ("apt-get update" in line or "pip install" in line):
+                assert "--mount=type=secret,id=ca," in line, line
+            if line.startswith(("COPY ", "ADD ", "ARG ", "ENV ")):
+                assert not re.search(r"pip\.conf|/etc/xdg|ca-certificates\.crt|apt\.conf|secrets", line), line
+    assert "APT_CONFIG=/run/secrets/apt.conf" in FINAL and "PIP_CERT=/run/secrets/ca" in BUILD
