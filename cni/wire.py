@@ -19,6 +19,7 @@ from cni.errors import (
     InvalidEnvironment,
     InvalidNetworkConfig,
 )
+from cni.shim import SOCKET_KEY, socket_path_problem
 
 Command = Literal["ADD", "DEL", "CHECK", "GC", "STATUS"]
 REQUIRED_ENV: dict[str, tuple[str, ...]] = {
@@ -31,6 +32,10 @@ REQUIRED_ENV: dict[str, tuple[str, ...]] = {
 _CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _NET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _OVSDB_REMOTE = re.compile(r"^(tcp|ssl|unix):.+$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+"""Kubernetes namespace names (IsDNS1123Label; length checked apart)."""
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+"""Kubernetes pod names (IsDNS1123Subdomain; length checked apart)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,9 +79,11 @@ class NetConf:
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Self:
+        if not data.strip():
+            raise DecodeFailure("no network configuration on stdin (a JSON object is expected)")
         try:
-            obj = json.loads(data or b"{}")
-        except ValueError as e:
+            obj = json.loads(data)
+        except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than json recurses
             raise DecodeFailure("cannot decode the network configuration on stdin", str(e)) from e
         if not isinstance(obj, dict):
             raise DecodeFailure("the network configuration must be a JSON object")
@@ -96,6 +103,7 @@ class NetConf:
         if not isinstance(mtu, int) or isinstance(mtu, bool) or not 576 <= mtu <= 65535:
             raise InvalidNetworkConfig(f"mtu must be an integer between 576 and 65535, got {mtu!r}")
         prev = obj.get("prevResult")
+        _agent_socket(obj)
         return cls(
             cni_version=version,
             name=name,
@@ -119,6 +127,14 @@ def _str(obj: Mapping[str, Any], key: str, *, required: bool = False) -> str:
     if not isinstance(value, str) or (required and not value):
         raise InvalidNetworkConfig(f"{key!r} must be a non-empty string, got {value!r}")
     return value
+
+
+def _agent_socket(obj: Mapping[str, Any]) -> None:
+    """The shim reads `agentSocket` (cni/shim.py); the agent refuses a wrong one too, so that it is
+    never ignored (the shim's PRISMNET_AGENT_SOCKET override skips it)."""
+    value = obj.get(SOCKET_KEY)
+    if value is not None and (problem := socket_path_problem(value)):
+        raise InvalidNetworkConfig(f"{SOCKET_KEY!r} {problem}, got {value!r:.120}")
 
 
 def _ipam(value: object) -> IpamConf | None:
@@ -320,4 +336,19 @@ def _pod_ref(cni_args: str) -> PodRef:
         if not sep or not key:
             raise InvalidEnvironment(f"CNI_ARGS must be KEY=VALUE pairs separated by ';', got {pair!r}")
         args[key] = value
-    return PodRef(namespace=args.get("K8S_POD_NAMESPACE") or "default", name=args.get("K8S_POD_NAME", ""))
+    namespace, name = args.get("K8S_POD_NAMESPACE") or "default", args.get("K8S_POD_NAME", "")
+    if len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        raise InvalidEnvironment(
+            f"CNI_ARGS K8S_POD_NAMESPACE must be a Kubernetes namespace name (a DNS-1123 label of at most "
+            f"63 characters), got {_clip(namespace)!r}"
+        )
+    if name and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
+        raise InvalidEnvironment(
+            f"CNI_ARGS K8S_POD_NAME must be a Kubernetes pod name (a DNS-1123 subdomain of at most "
+            f"253 characters), got {_clip(name)!r}"
+        )
+    return PodRef(namespace=namespace, name=name)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
