@@ -29,8 +29,12 @@ REQUIRED_ENV: dict[str, tuple[str, ...]] = {
     "GC": (),
     "STATUS": (),
 }
-_CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_NET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+_NET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+MAX_CONTAINER_ID = 128
+"""Runtimes use 64 hex digits. The host veth's ifalias `prismnet:<network>/<container id>/<ifname>`
+must fit the kernel's 255 bytes: 9 + MAX_NETWORK_NAME + 1 + MAX_CONTAINER_ID + 1 + 15 = 218."""
+MAX_NETWORK_NAME = 64
 _OVSDB_REMOTE = re.compile(r"^(tcp|ssl|unix):.+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 """Kubernetes namespace names (IsDNS1123Label; length checked apart)."""
@@ -97,8 +101,11 @@ class NetConf:
                 f"cniVersion {version} is not supported", f"supported: {', '.join(SUPPORTED_VERSIONS)}"
             )
         name = _str(obj, "name", required=True)
-        if not _NET_NAME.match(name):
-            raise InvalidNetworkConfig(f"invalid network name {name!r}")
+        if len(name) > MAX_NETWORK_NAME or not _NET_NAME.match(name):
+            raise InvalidNetworkConfig(
+                f"invalid network name {name!r:.120}: "
+                f"letters, digits, '_', '.', '-', at most {MAX_NETWORK_NAME}"
+            )
         mtu = obj.get("mtu", 1400)
         if not isinstance(mtu, int) or isinstance(mtu, bool) or not 576 <= mtu <= 65535:
             raise InvalidNetworkConfig(f"mtu must be an integer between 576 and 65535, got {mtu!r}")
@@ -309,8 +316,11 @@ class CniRequest:
         if missing:
             raise InvalidEnvironment(f"{command} needs {', '.join(missing)}")
         cid, ifname = env.get("CNI_CONTAINERID", ""), env.get("CNI_IFNAME", "")
-        if cid and not _CONTAINER_ID.match(cid):
-            raise InvalidEnvironment(f"invalid CNI_CONTAINERID {cid!r}")
+        if cid and (len(cid) > MAX_CONTAINER_ID or not _CONTAINER_ID.match(cid)):
+            raise InvalidEnvironment(
+                f"invalid CNI_CONTAINERID {_clip(cid)!r}: "
+                f"letters, digits, '_', '.', '-', at most {MAX_CONTAINER_ID}"
+            )
         if ifname and (len(ifname) > 15 or ifname in (".", "..") or re.search(r"[/:\s]", ifname)):
             raise InvalidEnvironment(f"invalid CNI_IFNAME {ifname!r}")
         netns = env.get("CNI_NETNS", "")
