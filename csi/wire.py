@@ -56,6 +56,12 @@ class Capability:
         return self.mode in READ_ONLY_MODES
 
 
+def _mode_name(mode: int) -> str:
+    """The enum's name; proto3 enums are open, so a client may send a number that has none."""
+    value = Mode.Mode.DESCRIPTOR.values_by_number.get(mode)
+    return value.name if value is not None else f"{mode} (undefined)"
+
+
 def capability(cap: csi_pb2.VolumeCapability, *, strict: bool = True) -> Capability:
     """Parse one VolumeCapability; strict=True raises InvalidArgument for what we don't support."""
     which = cap.WhichOneof("access_type")
@@ -64,7 +70,7 @@ def capability(cap: csi_pb2.VolumeCapability, *, strict: bool = True) -> Capabil
     if not cap.HasField("access_mode") or cap.access_mode.mode == Mode.UNKNOWN:
         raise InvalidArgument("volume_capability.access_mode is required")
     if strict and cap.access_mode.mode not in SUPPORTED_MODES:
-        raise InvalidArgument(f"access mode {Mode.Mode.Name(cap.access_mode.mode)} is not supported")
+        raise InvalidArgument(f"access mode {_mode_name(cap.access_mode.mode)} is not supported")
     fs_type = cap.mount.fs_type if which == "mount" else ""
     if strict and fs_type and fs_type not in SUPPORTED_FS:
         raise InvalidArgument(f"fs_type {fs_type!r} is not supported (supported: {', '.join(SUPPORTED_FS)})")
