@@ -37,11 +37,31 @@ XFS_MIN_MESSAGE = (
 )
 
 
+PATH_MAX, NAME_MAX = 4096, 255
+
+
 def require(**fields: object) -> None:
     """INVALID_ARGUMENT naming the first of `fields` that is empty or unset."""
     for name, value in fields.items():
         if not value:
             raise InvalidArgument(f"{name} is required")
+
+
+def require_paths(**paths: str) -> None:
+    """INVALID_ARGUMENT for a given path the kernel would refuse (NUL, longer than PATH_MAX or NAME_MAX).
+
+    Relative paths pass: csi-sanity sends "some/path" and expects the volume's own answer."""
+    for name, value in paths.items():
+        if not value:
+            continue
+        raw = value.encode("utf-8", "surrogateescape")
+        if b"\0" in raw:
+            raise InvalidArgument(f"{name} must not contain NUL, got {value!r:.120}")
+        if len(raw) >= PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+            raise InvalidArgument(
+                f"{name} is longer than the kernel allows ({PATH_MAX - 1} bytes, {NAME_MAX} per name), "
+                f"got {len(raw)} bytes"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
