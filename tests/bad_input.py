@@ -52,3 +52,36 @@ def mutated(base: dict[str, Any], keys: list[str] | None = None) -> st.SearchStr
         return out
 
     return build()
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into nested dicts and lists (the document's own places to break)."""
+    out = []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else []
+    for k, v in items:
+        out.append((*prefix, k))
+        out += _paths(v, (*prefix, k))
+    return out
+
+
+def deep_mutated(base: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """`base` with values anywhere in it dropped or replaced by any JSON value (wrong types included)."""
+    paths = _paths(base)
+
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        out = json.loads(json.dumps(base))
+        for path in draw(st.lists(st.sampled_from(paths), min_size=1, max_size=4, unique=True)):
+            parent = out
+            try:
+                for k in path[:-1]:
+                    parent = parent[k]
+                if draw(st.booleans()) and isinstance(parent, dict):
+                    parent.pop(path[-1], None)
+                else:
+                    parent[path[-1]] = draw(JSON_VALUES)
+            except (KeyError, IndexError, TypeError):
+                continue  # an earlier mutation replaced an ancestor
+        return out
+
+    return build()
