@@ -321,7 +321,7 @@ class CniRequest:
                 f"invalid CNI_CONTAINERID {_clip(cid)!r}: "
                 f"letters, digits, '_', '.', '-', at most {MAX_CONTAINER_ID}"
             )
-        if ifname and (len(ifname) > 15 or ifname in (".", "..") or re.search(r"[/:\s]", ifname)):
+        if ifname and not _kernel_ifname(ifname):
             raise InvalidEnvironment(f"invalid CNI_IFNAME {ifname!r}")
         netns = env.get("CNI_NETNS", "")
         if netns and not netns.startswith("/"):
@@ -337,6 +337,17 @@ class CniRequest:
             path=tuple(p for p in env.get("CNI_PATH", "").split(":") if p),
             netconf=NetConf.from_json(stdin),
         )
+
+
+_IFNAME_FORBIDDEN = frozenset(b"/:%\t\n\v\f\r \xa0")
+"""The kernel's dev_valid_name: '/', ':' and its isspace() (Latin-1: 0xA0 too); '%' makes the name a
+template (dev_alloc_name) that a fixed name cannot be."""
+
+
+def _kernel_ifname(ifname: str) -> bool:
+    """A name the kernel takes as is: at most IFNAMSIZ-1 = 15 bytes, checked as the bytes it sees."""
+    raw = ifname.encode("utf-8", "surrogateescape")
+    return len(raw) <= 15 and ifname not in (".", "..") and not _IFNAME_FORBIDDEN.intersection(raw)
 
 
 def _pod_ref(cni_args: str) -> PodRef:

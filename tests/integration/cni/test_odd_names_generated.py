@@ -12,7 +12,7 @@ import os
 import subprocess
 
 import pytest
-from hypothesis import example, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from tests.bad_input import edge_settings
@@ -31,7 +31,7 @@ IFNAMES = st.from_regex(r"\A[A-Za-z0-9_.\-]{1,15}\Z") | st.text(
 
 
 @pytest.mark.ovn
-@edge_settings(max_examples=12)
+@edge_settings(max_examples=20)
 @given(
     namespace=DNS_LABEL,
     pod=st.from_regex(r"\A[a-z0-9]([-a-z0-9.]{0,250}[a-z0-9])?\Z"),
@@ -39,7 +39,9 @@ IFNAMES = st.from_regex(r"\A[A-Za-z0-9_.\-]{1,15}\Z") | st.text(
     ifname=IFNAMES,
 )
 @example(namespace="0", pod="0", cid="x" * 400, ifname="0")  # was a 999: the veth's ifalias > 255 bytes
-@example(namespace="0", pod="0", cid="0", ifname="é" * 15)
+@example(namespace="0", pod="0", cid="0", ifname="é" * 15)  # 30 bytes: was code 100 "cannot create"
+@example(namespace="0", pod="0", cid="0", ifname="%")  # a template to the kernel: was code 100
+@example(namespace="0", pod="0", cid="0", ifname="eà")  # UTF-8 C3 A0: 0xA0 is space to the kernel
 def test_accepted_odd_names_are_wired_and_unwired_completely(
     agent: Agent, namespace: str, pod: str, cid: str, ifname: str
 ) -> None:
@@ -60,6 +62,13 @@ def test_accepted_odd_names_are_wired_and_unwired_completely(
     try:
         add = subprocess.run([exe], input=conf, env={**env, "CNI_COMMAND": "ADD"}, capture_output=True)
         _check_reply(add.returncode, add.stdout, add.stderr, agent)
+        if add.returncode:  # a name the kernel cannot take is the caller's error, not the plugin's
+            assert json.loads(add.stdout)["code"] in (4, 7), add.stdout
+        event(
+            "ADD wired"
+            if add.returncode == 0
+            else f"ADD refused: {json.loads(add.stdout)['code']} {json.loads(add.stdout)['msg'][:90]}"
+        )
     finally:
         delete = subprocess.run([exe], input=conf, env={**env, "CNI_COMMAND": "DEL"}, capture_output=True)
         subprocess.run(["ip", "netns", "del", netns], check=True)
