@@ -107,7 +107,7 @@ def _check_reply(rc: int, out: bytes, err: bytes, agent: Agent | None = None) ->
 
 
 @pytest.mark.ovn
-@edge_settings(max_examples=30)
+@edge_settings(max_examples=60)
 @given(data=st.data())
 def test_the_installed_plugin_answers_generated_input_in_cni_terms(
     agent: Agent, untouched: None, data: st.DataObject
@@ -124,7 +124,7 @@ def test_the_installed_plugin_answers_generated_input_in_cni_terms(
 
 
 @pytest.mark.ovn
-@edge_settings(max_examples=250)
+@edge_settings(max_examples=500)
 @given(data=st.data())
 def test_the_agent_socket_answers_generated_bodies_in_cni_terms(
     agent: Agent, untouched: None, data: st.DataObject
