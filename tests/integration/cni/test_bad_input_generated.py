@@ -19,8 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.bad_input import ENV_TEXT, JSON_VALUES, LONG_TEXT, edge_settings, mutated
-from tests.integration.cni.conftest import Agent
-from tests.integration.cni.test_errors import _post
+from tests.integration.cni.conftest import Agent, post_to_agent
 
 COMMANDS = st.sampled_from(["ADD", "DEL", "CHECK", "GC", "STATUS"]) | ENV_TEXT
 NAMES = st.sampled_from(["default", "ns-1", "a" * 63, ""]) | ENV_TEXT | LONG_TEXT
@@ -133,7 +132,7 @@ def test_the_agent_socket_answers_generated_bodies_in_cni_terms(
     stdin = data.draw(netconfs(agent), "stdin")
     items = [f"{k}={v}".encode() for k, v in env.items()]
     body = data.draw(st.sampled_from([b"\0".join([*items, b"", stdin]), stdin, b"\0".join(items)]))
-    status, reply, ctype = _post(agent.socket, body)
+    status, reply, ctype = post_to_agent(agent.socket, body)
     assert ctype.startswith("application/json"), (status, reply[:300])
     assert status != 500, json.loads(reply)
     _check_reply(0 if status == 200 else 1, reply, b"", agent)

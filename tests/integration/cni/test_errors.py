@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cni.conftest import Agent, Pods
+from tests.integration.cni.conftest import Agent, Pods, post_to_agent
 
 
 def _call(agent: Agent, env: dict[str, str], stdin: str) -> tuple[int, dict]:
@@ -175,26 +175,6 @@ def test_names_kubernetes_never_allows_are_refused_and_nothing_is_wired(
     assert not [s for s in switches if len(s) > 4 + 63], switches
 
 
-def _post(socket_path: str, body: bytes, method: str = "POST", url: str = "/cni") -> tuple[int, bytes, str]:
-    """One raw HTTP/1.1 request over the agent's unix socket: (status, body, content type)."""
-    import http.client
-    import socket
-
-    class _Unix(http.client.HTTPConnection):
-        def connect(self) -> None:
-            self.sock = socket.socket(socket.AF_UNIX)
-            self.sock.settimeout(30)
-            self.sock.connect(socket_path)
-
-    conn = _Unix("prismnet")
-    try:
-        conn.request(method, url, body=body)
-        resp = conn.getresponse()
-        return resp.status, resp.read(), resp.getheader("Content-Type", "")
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize(
     ("method", "url", "body"),
     [
@@ -206,9 +186,9 @@ def _post(socket_path: str, body: bytes, method: str = "POST", url: str = "/cni"
     ],
 )
 def test_the_agent_answers_garbage_with_a_cni_error(agent: Agent, method: str, url: str, body: bytes) -> None:
-    status, reply, ctype = _post(agent.socket, body, method, url)
+    status, reply, ctype = post_to_agent(agent.socket, body, method, url)
     assert status >= 400 and ctype.startswith("application/json"), (status, reply[:200])
     out = json.loads(reply)
     assert out["code"] in (4, 6, 7) and out["msg"], out
     status_call = b"CNI_COMMAND=STATUS\0\0" + _conf(agent, cniVersion="1.1.0").encode()
-    assert _post(agent.socket, status_call)[0] == 200
+    assert post_to_agent(agent.socket, status_call)[0] == 200
