@@ -17,6 +17,11 @@ answer VERSION (without `json`: its C encoder writes the reply) or to report a f
 installed executable is a two-line script run as `python -IS` (see `launcher_script`), so
 site-packages is not imported either.
 
+Before the agent is tried the shim checks what it can alone, so that a wrong configuration is
+never answered with "agent not reachable" (code 11, which a runtime retries): stdin must be one
+JSON object (code 6) of at most MAX_NETCONF bytes and `agentSocket`, when given, an absolute
+socket path (code 7). Everything else is the agent's to validate (cni/wire.py).
+
 Request framing (agent side: `cni.daemon.server.parse_shim_request`): the CNI_* variables
 as NUL-separated `KEY=VALUE` items, an empty item, then stdin verbatim. The reply body is
 exactly what goes to stdout; HTTP status 200 means exit 0.
@@ -32,18 +37,22 @@ SOCKET_KEY = "agentSocket"
 SOCKET_ENV = b"PRISMNET_AGENT_SOCKET"
 """Overrides SOCKET_KEY (for operators; runtimes never set it)."""
 TIMEOUT = 110.0  # below kubelet's own CNI timeout; the agent bounds its waits far lower
+MAX_NETCONF = 1 << 20
+"""Bytes of stdin read at most: a netconf with a prevResult is a few KiB (the agent takes 4 MiB)."""
+MAX_SOCKET_PATH = 107
+"""sun_path holds 108 bytes with the terminating NUL."""
 
 
 def main() -> int:
     env = posix.environ  # bytes -> bytes, as inherited
-    stdin = sys.stdin.buffer.read()
+    stdin = sys.stdin.buffer.read(MAX_NETCONF + 1)  # never more: a runaway writer cannot fill our memory
     command = env.get(b"CNI_COMMAND", b"").decode("utf-8", "replace")
     if command == "VERSION":
         return _version(stdin)
     if not command:
         return _fail("InvalidEnvironment", "CNI_COMMAND is not set", "", stdin)
-    try:
-        sock_path, source = agent_socket(env.get(SOCKET_ENV, b""), stdin)
+    try:  # the configuration is read and validated before the agent is tried
+        sock_path, source = agent_socket(env.get(SOCKET_ENV, b""), read_netconf(stdin))
     except _BadConfig as e:
         return _fail(e.kind, e.msg, e.details, stdin)
     items = [k + b"=" + v for k, v in env.items() if k.startswith(b"CNI_")]
@@ -53,6 +62,11 @@ def main() -> int:
         kind = "PluginNotAvailable" if command == "STATUS" else "AgentUnreachable"
         hint = f"prismnet-agent is not reachable on {sock_path} ({source}): start prismnet-agent"
         return _fail(kind, hint, f"{type(e).__name__}: {e}", stdin)
+    if status != 200 and not body.startswith(b"{"):  # not the agent's CNI error: never print it as ours
+        detail = body[:200].decode("utf-8", "replace")
+        return _fail(
+            "InternalError", f"prismnet-agent answered HTTP {status} without a CNI error", detail, stdin
+        )
     sys.stdout.buffer.write(body)
     return 0 if status == 200 else 1
 
@@ -63,16 +77,40 @@ class _BadConfig(Exception):
         self.kind, self.msg, self.details = kind, msg, details
 
 
-def agent_socket(override: bytes, stdin: bytes) -> tuple[str, str]:
-    """(socket path, where it came from): the override, else the netconf's agentSocket, else the default."""
+def agent_socket(override: bytes, conf: dict[str, object]) -> tuple[str, str]:
+    """(socket path, where it came from): the override, else the netconf's agentSocket, else the default.
+
+    The netconf's value is checked even when the override wins: a wrong conflist is found at once,
+    not on the first node without the override.
+    """
+    value = conf.get(SOCKET_KEY)
+    if value is not None:
+        problem = socket_path_problem(value)
+        if problem:
+            raise _BadConfig("InvalidNetworkConfig", f"{SOCKET_KEY!r} {problem}, got {value!r:.120}")
     if override:
-        return override.decode("utf-8", "surrogateescape"), SOCKET_ENV.decode()
-    value = netconf_value(stdin, SOCKET_KEY)
+        path = override.decode("utf-8", "surrogateescape")
+        problem = socket_path_problem(path)
+        if problem:
+            env_name = SOCKET_ENV.decode()
+            raise _BadConfig("InvalidEnvironment", f"{env_name} {problem}, got {path!r:.120}")
+        return path, SOCKET_ENV.decode()
     if value is None:
         return DEFAULT_SOCKET, "the default; the network configuration names no agentSocket"
+    return str(value), f"{SOCKET_KEY} in the network configuration"
+
+
+def socket_path_problem(value: object) -> str:
+    """Why `value` cannot name a unix socket ("" if it can)."""
     if not isinstance(value, str) or not value.startswith("/"):
-        raise _BadConfig("InvalidNetworkConfig", f"{SOCKET_KEY!r} must be an absolute path, got {value!r}")
-    return value, f"{SOCKET_KEY} in the network configuration"
+        return "must be an absolute path"
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return "must be UTF-8 text"
+    if b"\0" in raw or len(raw) > MAX_SOCKET_PATH:
+        return f"must be a path of at most {MAX_SOCKET_PATH} bytes without NUL"
+    return ""
 
 
 class _ScanContext:
@@ -86,24 +124,42 @@ class _ScanContext:
     parse_constant = float  # NaN, Infinity, -Infinity
 
 
-def netconf_value(stdin: bytes, key: str) -> object:
-    """A top-level key of the netconf (None if absent or stdin is empty), parsed by the C scanner
-    of the stdlib's json without importing `json` (whose `re` dependency costs ~14 ms)."""
-    import _json
-
+def read_netconf(stdin: bytes) -> dict[str, object]:
+    """The netconf on stdin as a JSON object, parsed by the C scanner of the stdlib's json without
+    importing `json` (whose `re` dependency costs ~14 ms). Raises _BadConfig (code 6 or 7)."""
+    if len(stdin) > MAX_NETCONF:
+        raise _BadConfig(
+            "InvalidNetworkConfig", f"the network configuration on stdin is larger than {MAX_NETCONF} bytes"
+        )
     try:
-        text = stdin.decode("utf-8").lstrip(" \t\r\n")
+        text = stdin.decode("utf-8").strip(" \t\r\n")
     except UnicodeDecodeError as e:
         raise _BadConfig("DecodeFailure", "the network configuration on stdin is not UTF-8", str(e)) from e
     if not text:
-        return None
-    try:
-        obj, _ = _json.make_scanner(_ScanContext())(text, 0)  # type: ignore[arg-type]  # typeshed: a decoder
-    except Exception:  # the C scanner raises its errors through json.decoder, only if imported
-        obj = _decode_slowly(text)
+        raise _BadConfig("DecodeFailure", "no network configuration on stdin (a JSON object is expected)")
+    obj = _scan(text)
     if not isinstance(obj, dict):
         raise _BadConfig("DecodeFailure", "the network configuration must be a JSON object")
-    return obj.get(key)
+    return obj
+
+
+def netconf_value(stdin: bytes, key: str) -> object:
+    """A top-level key of the netconf (None if absent); raises _BadConfig as `read_netconf`."""
+    return read_netconf(stdin).get(key)
+
+
+def _scan(text: str) -> object:
+    import _json
+
+    try:
+        obj, end = _json.make_scanner(_ScanContext())(text, 0)  # type: ignore[arg-type]  # typeshed: a decoder
+    except RecursionError as e:
+        raise _BadConfig("DecodeFailure", "the network configuration on stdin is nested too deeply") from e
+    except Exception:  # the C scanner raises its errors through json.decoder, only if imported
+        return _decode_slowly(text)
+    if end != len(text):
+        return _decode_slowly(text)  # trailing data: json's message says where
+    return obj
 
 
 def _decode_slowly(text: str) -> object:
@@ -112,7 +168,7 @@ def _decode_slowly(text: str) -> object:
 
     try:
         return json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise _BadConfig("DecodeFailure", "cannot decode the network configuration on stdin", str(e)) from e
 
 

@@ -19,6 +19,7 @@ from cni.errors import (
     InvalidEnvironment,
     InvalidNetworkConfig,
 )
+from cni.shim import SOCKET_KEY, socket_path_problem
 
 Command = Literal["ADD", "DEL", "CHECK", "GC", "STATUS"]
 REQUIRED_ENV: dict[str, tuple[str, ...]] = {
@@ -28,9 +29,17 @@ REQUIRED_ENV: dict[str, tuple[str, ...]] = {
     "GC": (),
     "STATUS": (),
 }
-_CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_NET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_CONTAINER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+_NET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*\Z")
+MAX_CONTAINER_ID = 128
+"""Runtimes use 64 hex digits. The host veth's ifalias `prismnet:<network>/<container id>/<ifname>`
+must fit the kernel's 255 bytes: 9 + MAX_NETWORK_NAME + 1 + MAX_CONTAINER_ID + 1 + 15 = 218."""
+MAX_NETWORK_NAME = 64
 _OVSDB_REMOTE = re.compile(r"^(tcp|ssl|unix):.+$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+"""Kubernetes namespace names (IsDNS1123Label; length checked apart)."""
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+"""Kubernetes pod names (IsDNS1123Subdomain; length checked apart)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,9 +83,11 @@ class NetConf:
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Self:
+        if not data.strip():
+            raise DecodeFailure("no network configuration on stdin (a JSON object is expected)")
         try:
-            obj = json.loads(data or b"{}")
-        except ValueError as e:
+            obj = json.loads(data)
+        except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than json recurses
             raise DecodeFailure("cannot decode the network configuration on stdin", str(e)) from e
         if not isinstance(obj, dict):
             raise DecodeFailure("the network configuration must be a JSON object")
@@ -90,12 +101,16 @@ class NetConf:
                 f"cniVersion {version} is not supported", f"supported: {', '.join(SUPPORTED_VERSIONS)}"
             )
         name = _str(obj, "name", required=True)
-        if not _NET_NAME.match(name):
-            raise InvalidNetworkConfig(f"invalid network name {name!r}")
+        if len(name) > MAX_NETWORK_NAME or not _NET_NAME.match(name):
+            raise InvalidNetworkConfig(
+                f"invalid network name {name!r:.120}: "
+                f"letters, digits, '_', '.', '-', at most {MAX_NETWORK_NAME}"
+            )
         mtu = obj.get("mtu", 1400)
         if not isinstance(mtu, int) or isinstance(mtu, bool) or not 576 <= mtu <= 65535:
             raise InvalidNetworkConfig(f"mtu must be an integer between 576 and 65535, got {mtu!r}")
         prev = obj.get("prevResult")
+        _agent_socket(obj)
         return cls(
             cni_version=version,
             name=name,
@@ -119,6 +134,14 @@ def _str(obj: Mapping[str, Any], key: str, *, required: bool = False) -> str:
     if not isinstance(value, str) or (required and not value):
         raise InvalidNetworkConfig(f"{key!r} must be a non-empty string, got {value!r}")
     return value
+
+
+def _agent_socket(obj: Mapping[str, Any]) -> None:
+    """The shim reads `agentSocket` (cni/shim.py); the agent refuses a wrong one too, so that it is
+    never ignored (the shim's PRISMNET_AGENT_SOCKET override skips it)."""
+    value = obj.get(SOCKET_KEY)
+    if value is not None and (problem := socket_path_problem(value)):
+        raise InvalidNetworkConfig(f"{SOCKET_KEY!r} {problem}, got {value!r:.120}")
 
 
 def _ipam(value: object) -> IpamConf | None:
@@ -293,9 +316,12 @@ class CniRequest:
         if missing:
             raise InvalidEnvironment(f"{command} needs {', '.join(missing)}")
         cid, ifname = env.get("CNI_CONTAINERID", ""), env.get("CNI_IFNAME", "")
-        if cid and not _CONTAINER_ID.match(cid):
-            raise InvalidEnvironment(f"invalid CNI_CONTAINERID {cid!r}")
-        if ifname and (len(ifname) > 15 or ifname in (".", "..") or re.search(r"[/:\s]", ifname)):
+        if cid and (len(cid) > MAX_CONTAINER_ID or not _CONTAINER_ID.match(cid)):
+            raise InvalidEnvironment(
+                f"invalid CNI_CONTAINERID {_clip(cid)!r}: "
+                f"letters, digits, '_', '.', '-', at most {MAX_CONTAINER_ID}"
+            )
+        if ifname and not _kernel_ifname(ifname):
             raise InvalidEnvironment(f"invalid CNI_IFNAME {ifname!r}")
         netns = env.get("CNI_NETNS", "")
         if netns and not netns.startswith("/"):
@@ -313,6 +339,17 @@ class CniRequest:
         )
 
 
+_IFNAME_FORBIDDEN = frozenset(b"/:%\t\n\v\f\r \xa0")
+"""The kernel's dev_valid_name: '/', ':' and its isspace() (Latin-1: 0xA0 too); '%' makes the name a
+template (dev_alloc_name) that a fixed name cannot be."""
+
+
+def _kernel_ifname(ifname: str) -> bool:
+    """A name the kernel takes as is: at most IFNAMSIZ-1 = 15 bytes, checked as the bytes it sees."""
+    raw = ifname.encode("utf-8", "surrogateescape")
+    return len(raw) <= 15 and ifname not in (".", "..") and not _IFNAME_FORBIDDEN.intersection(raw)
+
+
 def _pod_ref(cni_args: str) -> PodRef:
     args: dict[str, str] = {}
     for pair in filter(None, cni_args.split(";")):
@@ -320,4 +357,19 @@ def _pod_ref(cni_args: str) -> PodRef:
         if not sep or not key:
             raise InvalidEnvironment(f"CNI_ARGS must be KEY=VALUE pairs separated by ';', got {pair!r}")
         args[key] = value
-    return PodRef(namespace=args.get("K8S_POD_NAMESPACE") or "default", name=args.get("K8S_POD_NAME", ""))
+    namespace, name = args.get("K8S_POD_NAMESPACE") or "default", args.get("K8S_POD_NAME", "")
+    if len(namespace) > 63 or not _DNS_LABEL.match(namespace):
+        raise InvalidEnvironment(
+            f"CNI_ARGS K8S_POD_NAMESPACE must be a Kubernetes namespace name (a DNS-1123 label of at most "
+            f"63 characters), got {_clip(namespace)!r}"
+        )
+    if name and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
+        raise InvalidEnvironment(
+            f"CNI_ARGS K8S_POD_NAME must be a Kubernetes pod name (a DNS-1123 subdomain of at most "
+            f"253 characters), got {_clip(name)!r}"
+        )
+    return PodRef(namespace=namespace, name=name)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

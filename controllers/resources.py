@@ -15,6 +15,22 @@ from typing import Any, Self
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
+class MalformedObject(ValueError):
+    """A field holds what the API's schema never allows (kube-apiserver validates it; a replica, a
+    cache or an API double may not): the reconcile fails with this, as a Warning Event naming it."""
+
+
+def _int(value: object, where: str, default: int = 0) -> int:
+    """An integer field (absent, null or 0 means `default`); MalformedObject for anything else."""
+    if value is None or value == 0 or value == "":
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise MalformedObject(f"{where}: {value!r:.80} is not an integer")
+
+
 def _map(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
 
@@ -46,15 +62,19 @@ class ServicePort:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        port = int(d.get("port", 0) or 0)
+        port = _int(d.get("port"), "spec.ports[].port")
         target = d.get("targetPort", port)
-        target_port: int | str = target if isinstance(target, str) and not target.isdigit() else int(target)
+        target_port: int | str = (
+            target
+            if isinstance(target, str) and target and not (target.isascii() and target.isdigit())
+            else _int(target, "spec.ports[].targetPort")
+        )
         return cls(
             name=str(d.get("name", "")),
             protocol=str(d.get("protocol", "TCP") or "TCP"),
             port=port,
             target_port=target_port,
-            node_port=int(d.get("nodePort", 0) or 0),
+            node_port=_int(d.get("nodePort"), "spec.ports[].nodePort"),
         )
 
 
@@ -131,7 +151,9 @@ class Service:
             deletion_timestamp=str(meta.get("deletionTimestamp", "") or ""),
             finalizers=tuple(str(f) for f in _list(meta.get("finalizers"))),
             session_affinity=str(spec.get("sessionAffinity", "None") or "None"),
-            session_affinity_timeout=int(client_ip.get("timeoutSeconds", 10800) or 10800),
+            session_affinity_timeout=_int(
+                client_ip.get("timeoutSeconds"), "spec.sessionAffinityConfig.clientIP.timeoutSeconds", 10800
+            ),
         )
 
 
@@ -184,7 +206,7 @@ class EndpointPort:
         return cls(
             name=str(d.get("name", "") or ""),
             protocol=str(d.get("protocol", "TCP") or "TCP"),
-            port=int(d.get("port", 0) or 0),
+            port=_int(d.get("port"), "ports[].port"),
         )
 
 
@@ -252,7 +274,7 @@ class Pod:
         ports = tuple(
             ContainerPort(
                 name=str(_dict(p).get("name", "") or ""),
-                container_port=int(_dict(p).get("containerPort", 0) or 0),
+                container_port=_int(_dict(p).get("containerPort"), "spec.containers[].ports[].containerPort"),
                 protocol=str(_dict(p).get("protocol", "TCP") or "TCP"),
             )
             for c in _list(spec.get("containers"))

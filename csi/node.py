@@ -52,6 +52,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self, request: csi_pb2.NodeStageVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeStageVolumeResponse:
         wire.require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
+        wire.require_paths(staging_target_path=request.staging_target_path)
         wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
         staging = request.staging_target_path
@@ -83,6 +84,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self, request: csi_pb2.NodeUnstageVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeUnstageVolumeResponse:
         wire.require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
+        wire.require_paths(staging_target_path=request.staging_target_path)
         with self._locks.hold(request.volume_id):
             mounts.unmount(request.staging_target_path)
             self._backend.node_release(request.volume_id)
@@ -93,9 +95,11 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self, request: csi_pb2.NodePublishVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodePublishVolumeResponse:
         wire.require(volume_id=request.volume_id, target_path=request.target_path)
+        wire.require_paths(target_path=request.target_path)
         wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
         wire.require(staging_target_path=request.staging_target_path)
+        wire.require_paths(staging_target_path=request.staging_target_path)
         readonly = request.readonly or cap.readonly
         target = request.target_path
         with self._locks.hold(request.volume_id):
@@ -146,6 +150,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self, request: csi_pb2.NodeUnpublishVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeUnpublishVolumeResponse:
         wire.require(volume_id=request.volume_id, target_path=request.target_path)
+        wire.require_paths(target_path=request.target_path)
         with self._locks.hold(request.volume_id):
             mounts.unmount(request.target_path)
             mounts.remove_path(request.target_path)
@@ -156,6 +161,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self, request: csi_pb2.NodeGetVolumeStatsRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeGetVolumeStatsResponse:
         wire.require(volume_id=request.volume_id, volume_path=request.volume_path)
+        wire.require_paths(volume_path=request.volume_path)
         self._backend.get_volume(request.volume_id)
         path = request.volume_path
         if not os.path.exists(path):
@@ -190,6 +196,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self, request: csi_pb2.NodeExpandVolumeRequest, context: grpc.ServicerContext
     ) -> csi_pb2.NodeExpandVolumeResponse:
         wire.require(volume_id=request.volume_id, volume_path=request.volume_path)
+        wire.require_paths(volume_path=request.volume_path, staging_target_path=request.staging_target_path)
         path = request.volume_path
         with self._locks.hold(request.volume_id):
             volume = self._backend.get_volume(request.volume_id)

@@ -37,11 +37,31 @@ XFS_MIN_MESSAGE = (
 )
 
 
+PATH_MAX, NAME_MAX = 4096, 255
+
+
 def require(**fields: object) -> None:
     """INVALID_ARGUMENT naming the first of `fields` that is empty or unset."""
     for name, value in fields.items():
         if not value:
             raise InvalidArgument(f"{name} is required")
+
+
+def require_paths(**paths: str) -> None:
+    """INVALID_ARGUMENT for a given path the kernel would refuse (NUL, longer than PATH_MAX or NAME_MAX).
+
+    Relative paths pass: csi-sanity sends "some/path" and expects the volume's own answer."""
+    for name, value in paths.items():
+        if not value:
+            continue
+        raw = value.encode("utf-8", "surrogateescape")
+        if b"\0" in raw:
+            raise InvalidArgument(f"{name} must not contain NUL, got {value!r:.120}")
+        if len(raw) >= PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+            raise InvalidArgument(
+                f"{name} is longer than the kernel allows ({PATH_MAX - 1} bytes, {NAME_MAX} per name), "
+                f"got {len(raw)} bytes"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +76,12 @@ class Capability:
         return self.mode in READ_ONLY_MODES
 
 
+def _mode_name(mode: int) -> str:
+    """The enum's name; proto3 enums are open, so a client may send a number that has none."""
+    value = Mode.Mode.DESCRIPTOR.values_by_number.get(mode)
+    return value.name if value is not None else f"{mode} (undefined)"
+
+
 def capability(cap: csi_pb2.VolumeCapability, *, strict: bool = True) -> Capability:
     """Parse one VolumeCapability; strict=True raises InvalidArgument for what we don't support."""
     which = cap.WhichOneof("access_type")
@@ -64,7 +90,7 @@ def capability(cap: csi_pb2.VolumeCapability, *, strict: bool = True) -> Capabil
     if not cap.HasField("access_mode") or cap.access_mode.mode == Mode.UNKNOWN:
         raise InvalidArgument("volume_capability.access_mode is required")
     if strict and cap.access_mode.mode not in SUPPORTED_MODES:
-        raise InvalidArgument(f"access mode {Mode.Mode.Name(cap.access_mode.mode)} is not supported")
+        raise InvalidArgument(f"access mode {_mode_name(cap.access_mode.mode)} is not supported")
     fs_type = cap.mount.fs_type if which == "mount" else ""
     if strict and fs_type and fs_type not in SUPPORTED_FS:
         raise InvalidArgument(f"fs_type {fs_type!r} is not supported (supported: {', '.join(SUPPORTED_FS)})")

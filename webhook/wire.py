@@ -28,6 +28,8 @@ class TokenReview:
             doc = json.loads(body)
         except (ValueError, UnicodeDecodeError) as e:
             raise BadRequest(f"body is not JSON: {type(e).__name__}") from None
+        except RecursionError:  # a crash (500) before: deeper than json.loads recurses
+            raise BadRequest("body is not JSON kube-apiserver sends: nested too deeply") from None
         if not isinstance(doc, dict):
             raise BadRequest("body is not a JSON object")
         api_version, kind = doc.get("apiVersion"), doc.get("kind")

@@ -16,13 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from cni.daemon.metrics import Metrics
 from cni.daemon.service import PodNetworkService
-from cni.errors import LATEST_VERSION, CniError, DecodeFailure, InternalError
+from cni.errors import LATEST_VERSION, CniError, DecodeFailure, InternalError, InvalidNetworkConfig
 from cni.wire import CniRequest
 
 log = logging.getLogger(__name__)
+MAX_REQUEST = 4 * 1024 * 1024
+"""Bytes of one request at most (the shim sends at most 1 MiB of netconf plus the CNI_* variables)."""
 
 
 def parse_shim_request(body: bytes) -> tuple[dict[str, str], bytes]:
@@ -40,9 +43,23 @@ def parse_shim_request(body: bytes) -> tuple[dict[str, str], bytes]:
 def _version_of(stdin: bytes) -> str:
     try:
         value = json.loads(stdin or b"{}").get("cniVersion")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return LATEST_VERSION
     return value if isinstance(value, str) and value else LATEST_VERSION
+
+
+@web.middleware
+async def cni_http_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own refusals (body too large, wrong method or path) as CNI error JSON, not plain text."""
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        err = (InvalidNetworkConfig if e.status == 413 else DecodeFailure)(
+            f"prismnet-agent refused the request: {e.reason}", e.text or ""
+        )
+        return web.Response(status=e.status, text=json.dumps(err.to_reply()), content_type="application/json")
 
 
 class KeyedLocks:
@@ -74,7 +91,7 @@ class CniServer:
         self.idle.set()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app = web.Application(client_max_size=MAX_REQUEST, middlewares=[cni_http_errors])
         app.router.add_post("/cni", self.handle)
         return app
 
@@ -85,10 +102,13 @@ class CniServer:
         command = "?"
         try:
             body = await request.read()
-            env, stdin = parse_shim_request(body)
-            command = env.get("CNI_COMMAND", "?")
-            version = _version_of(stdin)
-            status, text = await self._dispatch(env, stdin, version)
+            try:
+                env, stdin = parse_shim_request(body)
+            except CniError as e:
+                status, text = 400, json.dumps(e.to_reply())
+            else:
+                command = env.get("CNI_COMMAND", "?")
+                status, text = await self._dispatch(env, stdin, _version_of(stdin))
         finally:
             self.in_flight -= 1
             if not self.in_flight:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from controllers.fiberlb.annotations import (
@@ -35,7 +35,7 @@ from controllers.fiberlb.ippool import IpPool, PoolExhausted, Request, Requested
 from controllers.fiberlb.settings import FiberlbSettings
 from controllers.fiberlb.status import FINALIZER, ServiceWriter
 from controllers.machinery import EventRecorder, KubeObject, ReconcileError, Store
-from controllers.resources import EndpointSlice, Service
+from controllers.resources import SERVICE_NAME_LABEL, EndpointSlice, Service
 
 log = logging.getLogger(__name__)
 SLICES_BY_SERVICE = "service"
@@ -44,8 +44,11 @@ WAIT_FOR_IP = (PoolExhausted, RequestedIPUnavailable)
 
 def slice_service_key(obj: KubeObject) -> list[str]:
     """Index function: "namespace/service" of an EndpointSlice (from its service-name label)."""
-    key = EndpointSlice.from_dict(obj).service_key
-    return [key] if key else []
+    meta = obj.get("metadata")  # only what the key needs: the informer calls this on every event
+    meta = meta if isinstance(meta, Mapping) else {}
+    labels = meta.get("labels")
+    name = labels.get(SERVICE_NAME_LABEL) if isinstance(labels, Mapping) else None
+    return [f"{meta.get('namespace', '')}/{name}"] if name else []
 
 
 def _ref(obj: KubeObject) -> KubeObject:

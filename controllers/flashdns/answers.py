@@ -76,6 +76,9 @@ class Answerer:
         if len(query.questions) != 1 or len(opts) > 1:
             return Answer(header_error(data, FORMERR), cacheable=True)
         reply = DNSRecord(DNSHeader(id=query.header.id, bitmap=query.header.bitmap, qr=1, aa=1), q=query.q)
+        # the query's bitmap gives opcode, RD and CD; its rcode, TC, Z and AD are not ours to echo
+        # (a query with rcode 6 was answered YXDOMAIN with the address in it)
+        reply.header.rcode = reply.header.tc = reply.header.z = reply.header.ad = 0
         reply.header.ra = int(self.recursion)
         limit = 65535 if tcp else PLAIN_UDP
         if opts:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -37,6 +38,8 @@ from csi.qos import IoLimits
 from csi.state import Document, StateFile
 
 log = logging.getLogger(__name__)
+_ISSUED_ID = re.compile(r"(vol|snap)-[0-9a-f]{32}")
+"""The ids this backend issues (and so the only ones with a file)."""
 
 
 class LocalBackend(GroupSnapshots):
@@ -74,9 +77,13 @@ class LocalBackend(GroupSnapshots):
     # -- paths and records ------------------------------------------------------------
 
     def volume_file(self, volume_id: str) -> Path:
+        if not _ISSUED_ID.fullmatch(volume_id):  # never a path of the client's choosing
+            raise VolumeNotFound(volume_id)
         return self._dir / "volumes" / f"{volume_id}.img"
 
     def snapshot_file(self, snapshot_id: str) -> Path:
+        if not _ISSUED_ID.fullmatch(snapshot_id):
+            raise SnapshotNotFound(snapshot_id)
         return self._dir / "snapshots" / f"{snapshot_id}.img"
 
     def _recover(self) -> None:
@@ -298,16 +305,21 @@ class LocalBackend(GroupSnapshots):
         return self.snapshot_of(rec)
 
     def delete_snapshot(self, snapshot_id: str) -> None:
-        def drop(doc: Document) -> None:
-            group = doc["snapshots"].get(snapshot_id, {}).get("group_snapshot_id")
+        def drop(doc: Document) -> bool:
+            if snapshot_id not in doc["snapshots"]:
+                return False
+            group = doc["snapshots"][snapshot_id].get("group_snapshot_id")
             if group and group in doc["groups"]:
                 raise FailedPrecondition(
                     f"snapshot {snapshot_id} belongs to group snapshot {group}; delete the group snapshot"
                 )
-            doc["snapshots"].pop(snapshot_id, None)
+            del doc["snapshots"][snapshot_id]
+            return True
 
-        self._state.update(drop)
-        self.snapshot_file(snapshot_id).unlink(missing_ok=True)
+        # only a snapshot we know has a file to delete (an orphan after a crash goes at the next start);
+        # an unknown id was taken as a file name: "../volumes/<id>" deleted a live volume's data
+        if self._state.update(drop):
+            self.snapshot_file(snapshot_id).unlink(missing_ok=True)
 
     def get_snapshot(self, snapshot_id: str) -> Snapshot:
         rec = self._state.read(lambda d: d["snapshots"].get(snapshot_id))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -148,3 +150,23 @@ def pod_ip(result: dict[str, object]) -> str:
 
 
 ProbeFn = Callable[[], None]
+
+
+def post_to_agent(
+    socket_path: str, body: bytes, method: str = "POST", url: str = "/cni"
+) -> tuple[int, bytes, str]:
+    """One raw HTTP/1.1 request over the agent's unix socket: (status, body, content type)."""
+
+    class _Unix(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.settimeout(30)
+            self.sock.connect(socket_path)
+
+    conn = _Unix("prismnet")
+    try:
+        conn.request(method, url, body=body)
+        resp = conn.getresponse()
+        return resp.status, resp.read(), resp.getheader("Content-Type", "")
+    finally:
+        conn.close()

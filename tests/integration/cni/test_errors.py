@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cni.conftest import Agent, Pods
+from tests.integration.cni.conftest import Agent, Pods, post_to_agent
 
 
 def _call(agent: Agent, env: dict[str, str], stdin: str) -> tuple[int, dict]:
@@ -115,3 +115,80 @@ def test_a_namespace_switch_someone_else_made_is_not_allocated_from(agent: Agent
         assert "eth0" not in links
     finally:
         agent.nbctl("--if-exists", "ls-del", "k8s-foreign")
+
+
+def _raw(agent: Agent, env: dict[str, str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    exe = agent.env["PRISMNET_CNI_BIN"]
+    full = {"PATH": "/usr/bin:/bin", "CNI_PATH": "/usr/lib/cni", **env}
+    return subprocess.run([exe], input=stdin, env=full, capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("stdin", "code"),
+    [
+        (b"[" * 8_000_000, 7),  # larger than any netconf: refused before decoding
+        (b"[" * 500_000, 6),  # was a RecursionError traceback with nothing on stdout
+        (b'{"cniVersion": "1.0.0"} {"trailing": 1}', 6),
+    ],
+)
+def test_pathological_stdin_is_a_cni_error_not_a_traceback(agent: Agent, stdin: bytes, code: int) -> None:
+    proc = _raw(agent, ADD, stdin)
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr, proc.stderr[-500:]
+    assert json.loads(proc.stdout)["code"] == code, proc.stdout
+
+
+def test_empty_stdin_is_a_decode_error(agent: Agent) -> None:
+    """Was code 11 "agent not reachable" on the default socket (retried forever by a runtime)."""
+    assert not Path("/run/prismnet/cni.sock").exists()
+    proc = _raw(agent, ADD, b"")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["code"] == 6, proc.stdout
+
+
+def test_a_wrong_agent_socket_is_refused_even_when_the_environment_names_the_agent(agent: Agent) -> None:
+    """`source .run/node.env` exports PRISMNET_AGENT_SOCKET: `"agentSocket": 42` was silently ignored."""
+    env = {**ADD, "PRISMNET_AGENT_SOCKET": agent.socket}
+    rc, out = _call(agent, env, _conf(agent, agentSocket=42))
+    assert (rc, out["code"]) == (1, 7) and "agentSocket" in out["msg"], out
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (f"K8S_POD_NAMESPACE={'n' * 300};K8S_POD_NAME=p", "K8S_POD_NAMESPACE"),
+        (f"K8S_POD_NAMESPACE={'n' * 64};K8S_POD_NAME=p", "K8S_POD_NAMESPACE"),
+        ("K8S_POD_NAMESPACE=Upper;K8S_POD_NAME=p", "K8S_POD_NAMESPACE"),
+        ("K8S_POD_NAMESPACE=a.b;K8S_POD_NAME=p", "K8S_POD_NAMESPACE"),
+        (f"K8S_POD_NAMESPACE=ok;K8S_POD_NAME={'p' * 254}", "K8S_POD_NAME"),
+        ("K8S_POD_NAMESPACE=ok;K8S_POD_NAME=-p", "K8S_POD_NAME"),
+    ],
+)
+def test_names_kubernetes_never_allows_are_refused_and_nothing_is_wired(
+    agent: Agent, pods: Pods, args: str, field: str
+) -> None:
+    """A 300-character namespace was wired (kube-apiserver never allows more than 63)."""
+    _, path = pods.netns()
+    rc, out = _call(agent, {**ADD, "CNI_NETNS": path, "CNI_ARGS": args}, _conf(agent))
+    assert (rc, out["code"]) == (1, 4) and f"CNI_ARGS {field}" in out["msg"], out
+    ports = agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch_Port")
+    assert ADD["CNI_CONTAINERID"] not in ports
+    switches = agent.nbctl("--bare", "--columns=name", "list", "Logical_Switch").split()
+    assert not [s for s in switches if len(s) > 4 + 63], switches
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body"),
+    [
+        ("POST", "/cni", b"x" * (5 * 1024 * 1024)),  # was aiohttp's plain-text "Maximum request body size"
+        ("POST", "/cni", b"no framing at all"),  # was aiohttp's plain-text 500
+        ("POST", "/cni", b"CNI_COMMAND=ADD\0\0" + b"[" * 200_000),  # was a 500 (RecursionError)
+        ("GET", "/cni", b""),
+        ("POST", "/other", b""),
+    ],
+)
+def test_the_agent_answers_garbage_with_a_cni_error(agent: Agent, method: str, url: str, body: bytes) -> None:
+    status, reply, ctype = post_to_agent(agent.socket, body, method, url)
+    assert status >= 400 and ctype.startswith("application/json"), (status, reply[:200])
+    out = json.loads(reply)
+    assert out["code"] in (4, 6, 7) and out["msg"], out
+    status_call = b"CNI_COMMAND=STATUS\0\0" + _conf(agent, cniVersion="1.1.0").encode()
+    assert post_to_agent(agent.socket, status_call)[0] == 200

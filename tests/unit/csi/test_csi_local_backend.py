@@ -51,7 +51,7 @@ def test_capacity_is_enforced_and_released(backend: LocalBackend) -> None:
     backend.delete_volume(v.id)
     backend.delete_volume(v.id)
     assert backend.capacity().available_bytes == 64 * MIB
-    assert list((backend.volume_file("x").parent).iterdir()) == []
+    assert list((backend.volume_file("vol-" + "0" * 32).parent).iterdir()) == []
 
 
 def test_state_survives_a_new_backend_and_interrupted_creations_are_dropped(tmp_path: Path) -> None:
