@@ -32,6 +32,7 @@ class RawOvsdb(threading.Thread):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(remote.removeprefix("unix:"))
         self.db, self.events = db, []  # type: list[tuple[float, str, dict[str, Any]]]
+        self.updates = 0
         self._replies: dict[int, dict[str, Any]] = {}
         self._cv, self._next = threading.Condition(), 0
         monitor = {t: {"columns": cols} for t, cols in tables.items()}
@@ -63,6 +64,7 @@ class RawOvsdb(threading.Thread):
         if msg.get("method") == "echo":
             self._send({"id": msg["id"], "result": msg["params"], "error": None})
         elif msg.get("method") == "update":
+            self.updates += 1  # one per committed transaction that changed a monitored column
             for table, rows in msg["params"][1].items():
                 self.events.extend((now, table, r["new"]) for r in rows.values() if r.get("new"))
         elif isinstance(msg.get("id"), int):
