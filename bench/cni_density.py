@@ -260,12 +260,16 @@ def sequential(pods: Pods, n: int) -> list[float]:
     return out
 
 
-def blocks(pods: Pods, total: int, conc: int, labels: dict[str, str], engines: Any) -> list[Batch]:
-    """Fill the node to `total` pods in blocks of BLOCK (kept), then remove them all."""
+def blocks(
+    pods: Pods, total: int, conc: int, labels: dict[str, str], engines: Any, when_full: Callable[[], Any]
+) -> tuple[list[Batch], Any]:
+    """Fill the node to `total` pods in blocks of BLOCK, call `when_full` with them present, then
+    remove them all."""
     out = []
     try:
         for _ in range(total // BLOCK):
             out.append(add_batch(pods, BLOCK, conc, labels, engines))
+        full = when_full()
     finally:
         pods.delete_all(conc)
-    return out
+    return out, full

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.cni_batch_floor import FloorRun, batch_floors
 from bench.cni_density import (
+    BLOCK,
     NAMESPACES,
     Batch,
     Pods,
@@ -25,6 +27,7 @@ from bench.cni_density import (
     sample,
     sequential,
 )
+from bench.cni_floor import binding_floor, executable_floor
 from nodeenv.cni_component import CniRuntime
 from nodeenv.node import Node
 
@@ -67,7 +70,17 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
                 single[p.name] += sequential(p, a.single // 2)
         for name, ms in single.items():
             print(f"    {name:18s} single-pod ADD (one at a time) {fmt_ms(ms)}")
-        fill = blocks(ours, a.fill, a.conc, labels, engines)
+        switches = [f"k8s-dens-{i}" for i in range(NAMESPACES)]
+        e = node.endpoints
+        single_floor = single_pod_floor(node, switches[0])
+        fill, full_floors = blocks(
+            ours,
+            a.fill,
+            a.conc,
+            labels,
+            engines,
+            lambda: batch_floors(e, BLOCK, a.conc, labels, sample, switches),
+        )
         print(f"  filling the node to {a.fill} pods in blocks of {len(fill[0].add_ms)} (prismnet):")
         for i, b in enumerate(fill):
             total = sum(b.cpu_ms.values())
@@ -78,15 +91,36 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
                 + " + ".join(f"{k.split(' (')[0] if 'ovsdb' not in k else k} {v:.1f}" for k, v in top)
             )
             print("      " + "; ".join(s.summary() for _, s in sorted(b.engine.items())))
-        floors = batch_floors(
-            node.endpoints, a.pods, a.conc, labels, sample, [f"k8s-dens-{i}" for i in range(NAMESPACES)]
+        print(f"  the same floors for {BLOCK} ports with {a.fill} pods present:")
+        print_floors(full_floors)
+        floors = batch_floors(e, a.pods, a.conc, labels, sample, switches)
+        print(
+            f"  floor: {a.pods} ports at concurrency {a.conc} straight to OVN, no CNI (veths made beforehand;"
         )
+        print("  each port until ovn-installed), with no pods present:")
         print_floors(floors)
     print_targets(o, f, single[ours.name], single[ref.name], floors)
+    ratio = statistics.median(single[ours.name]) / single_floor
+    print(
+        f"    single-pod ADD median against its floor ({single_floor:.1f} ms: prismnet STATUS + OVN binding"
+        f" with no agent){ratio:6.2f}x  {'met' if ratio <= 1.2 else 'NOT met'} (<= 1.2x)"
+    )
+
+
+def single_pod_floor(node: Node, switch: str) -> float:
+    """An ADD here cannot beat the executable's start-up + agent round trip (prismnet STATUS) plus
+    OVN's own binding of one port with no agent (bench/cni_floor.py), median ms."""
+    e = node.endpoints
+    exe = executable_floor(Path(e["PRISMNET_CNI_BIN"]), e["PRISMNET_AGENT_SOCKET"], n=30)
+    shim = exe["prismnet STATUS (start-up + agent round trip)"]
+    binding = binding_floor(e, switch, e["OVS_BRIDGE"], n=10).median("ovn-installed")
+    print(
+        f"    single-pod floor: prismnet STATUS {shim:.1f} ms + OVN binding {binding:.1f} ms (no other pods)"
+    )
+    return shim + binding
 
 
 def print_floors(floors: dict[str, FloorRun]) -> None:
-    print("  floor: the same batch straight to OVN, no CNI (veths made beforehand; until ovn-installed):")
     for tag, run in floors.items():
         ovn = {k: v for k, v in run.cpu_ms.items() if k.startswith(("ovs", "ovn"))}
         parts = " + ".join(f"{k} {v:.1f}" for k, v in sorted(ovn.items(), key=lambda kv: -kv[1]) if v >= 0.05)
