@@ -44,6 +44,7 @@ from bench import cpu
 from bench.cni_density_run import DensityArgs, run_density
 from bench.cni_floor import RawOvsdb, binding_floor, executable_floor, ids_have
 from bench.cni_runtime import per_call_vs_batch, podman_start
+from bench.stats import pct
 from cni.ovn_egress import pods_set_name
 from nodeenv.cni_component import CniComponent, CniRuntime
 from nodeenv.daemons import stop
@@ -54,11 +55,6 @@ CLUSTER = "10.95.0.0/16"
 REF_SUBNET, REF_BRIDGE = "10.94.0.0/16", "cnibr-bench"
 ARGS = "IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME={}"
 MAX_LIVE = 150
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))] if s else float("nan")
 
 
 def fmt(values: list[float]) -> str:
@@ -284,7 +280,9 @@ def bench_node(tmp: Path) -> Iterator[Node]:
         node.down()
         subprocess.run(["ip", "link", "del", REF_BRIDGE], capture_output=True)
         for name in os.listdir("/run/netns") if os.path.isdir("/run/netns") else []:
-            if name.startswith(f"cnib-{os.getpid()}-"):  # pods of an interrupted run
+            if name.startswith(
+                tuple(f"{p}-{os.getpid()}-" for p in ("cnib", "cnid", "cnif"))
+            ):  # interrupted run
                 subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 

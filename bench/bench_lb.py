@@ -32,6 +32,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.stats import pct
 from controllers.fiberlb.annotations import LbOptions
 from controllers.fiberlb.desired import Backend, DesiredLB, Listener
 from controllers.fiberlb.ovn_backend import OvnBackend
@@ -44,11 +45,6 @@ from nodeenv.ovn_stack import OvnStack
 NS = "bench"
 BASE, TIMED, CHURN_SERVICES, CHURN_RATE, CHURN_SECONDS = 1000, 200, 20, 100, 10
 POOL = "10.200.0.0/20"
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))] if s else float("nan")
 
 
 def line(label: str, values: list[float], target: str) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import cpu
-from bench.cni_floor import RawOvsdb, ids_have
+from bench.cni_floor import RawOvsdb, ids_have, lsp_ops, ovs_port_ops
 
 FIRST_HOST = 200
 
@@ -74,8 +74,9 @@ def switches(nb_db: str, names: list[str]) -> dict[str, str]:
     return out
 
 
-def make_ports(n: int, subnets: dict[str, str], tag: str) -> list[FloorPort]:
-    ports, names = [], sorted(subnets)
+def make_ports(n: int, subnets: dict[str, str], tag: str, ports: list[FloorPort]) -> None:
+    """Append n ports to `ports` (so the caller removes those made even if one fails)."""
+    names = sorted(subnets)
     for k in range(n):
         sw = names[k % len(names)]
         net = ipaddress.IPv4Network(subnets[sw])
@@ -89,6 +90,7 @@ def make_ports(n: int, subnets: dict[str, str], tag: str) -> list[FloorPort]:
             mac,
             str(ip),
         )
+        ports.append(p)  # before anything exists: remove_ports takes whatever there is
         subprocess.run(["ip", "netns", "add", p.netns], check=True)
         subprocess.run(
             [
@@ -109,8 +111,6 @@ def make_ports(n: int, subnets: dict[str, str], tag: str) -> list[FloorPort]:
             check=True,
         )
         subprocess.run(["ip", "-n", p.netns, "link", "set", "eth0", "address", mac, "up"], check=True)
-        ports.append(p)
-    return ports
 
 
 def remove_ports(ports: list[FloorPort], e: dict[str, str]) -> None:
@@ -173,41 +173,8 @@ def bind_raw(
     nb: RawOvsdb, ovs: RawOvsdb, bridge_uuid: str, switch_uuids: dict[str, str]
 ) -> Callable[[FloorPort], None]:
     def bind(p: FloorPort) -> None:
-        addr = f"{p.mac} {p.ip}"
-        nb.transact(
-            {
-                "op": "insert",
-                "table": "Logical_Switch_Port",
-                "uuid-name": "p",
-                "row": {"name": p.lsp, "addresses": addr, "port_security": addr},
-            },
-            {
-                "op": "mutate",
-                "table": "Logical_Switch",
-                "where": [["_uuid", "==", ["uuid", switch_uuids[p.switch]]]],
-                "mutations": [["ports", "insert", ["named-uuid", "p"]]],
-            },
-        )
-        ovs.transact(
-            {
-                "op": "insert",
-                "table": "Interface",
-                "uuid-name": "i",
-                "row": {"name": p.host_if, "external_ids": ["map", [["iface-id", p.lsp]]]},
-            },
-            {
-                "op": "insert",
-                "table": "Port",
-                "uuid-name": "p",
-                "row": {"name": p.host_if, "interfaces": ["named-uuid", "i"]},
-            },
-            {
-                "op": "mutate",
-                "table": "Bridge",
-                "where": [["_uuid", "==", ["uuid", bridge_uuid]]],
-                "mutations": [["ports", "insert", ["named-uuid", "p"]]],
-            },
-        )
+        nb.transact(*lsp_ops(p.lsp, f"{p.mac} {p.ip}", switch_uuids[p.switch]))
+        ovs.transact(*ovs_port_ops(p.host_if, p.lsp, bridge_uuid))
 
     return bind
 
@@ -232,7 +199,6 @@ def timed_batch(
     sample: Callable[[dict[str, str]], cpu.Sample],
 ) -> FloorRun:
     """Bind every port at concurrency conc; each one's time runs until ovn-installed is seen."""
-    cond = threading.Condition()
 
     def one(p: FloorPort) -> float:
         since = len(monitor.events)
@@ -247,8 +213,7 @@ def timed_batch(
             )
             if at is not None:
                 return (at - t0) * 1000
-            with cond:
-                cond.wait(0.002)
+            time.sleep(0.002)
         raise TimeoutError(f"{p.lsp} was not installed within 20 s")
 
     before = sample(labels)
@@ -282,8 +247,9 @@ def batch_floors(
             ("nbctl", bind_nbctl(e, bridge)),
             ("raw", bind_raw(nb, ovs, ovs.uuid_of("Bridge", bridge), uuids)),
         ):
-            ports = make_ports(n, subnets, tag[0])
+            ports: list[FloorPort] = []
             try:
+                make_ports(n, subnets, tag[0], ports)
                 time.sleep(0.5)  # ovs-vswitchd sees the new links before the clock starts
                 out[tag] = timed_batch(ports, conc, bind, monitor, labels, sample)
             finally:

@@ -32,16 +32,12 @@ from typing import Any
 
 from bench import cpu
 from bench.ovn_counters import EngineStats, engine_stats
+from bench.stats import pct
 from nodeenv.cni_component import CniRuntime
 from nodeenv.node import Node
 
 NAMESPACES = 4
 BLOCK = 50
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))] if s else float("nan")
 
 
 def node_labels(run_dir: Path) -> dict[str, str]:
@@ -59,21 +55,8 @@ def node_labels(run_dir: Path) -> dict[str, str]:
 
 
 def sample(labels: dict[str, str]) -> cpu.Sample:
-    """cpu.sample() matching on the whole command line (cpu.sample looks at the first 3 words)."""
-    out: dict[int, tuple[str, float]] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                words = " ".join(w.decode(errors="replace") for w in f.read().split(b"\0"))
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        label = next((lab for key, lab in labels.items() if key in words), None)
-        if label:
-            out[int(pid)] = (label, (int(fields[11]) + int(fields[12])) * cpu.TICK)
-    base = cpu.sample({})
-    return cpu.Sample(out, base.children, base.own)
+    """CPU of this bench node's processes (`node_labels`), matched on the whole command line."""
+    return cpu.sample(labels, words=None)
 
 
 @dataclass
@@ -242,13 +225,8 @@ def pooled(batches: list[Batch]) -> Batch:
         for k, v in b.cpu_ms.items():
             out.cpu_ms[k] = out.cpu_ms.get(k, 0.0) + v / len(batches)
         for k, s in b.engine.items():
-            out.engine[k] = s if k not in out.engine else _sum(out.engine[k], s)
+            out.engine[k] = out.engine[k] + s if k in out.engine else s
     return out
-
-
-def _sum(a: EngineStats, b: EngineStats) -> EngineStats:
-    zero = EngineStats(a.daemon, {})
-    return a - (zero - b)
 
 
 def sequential(pods: Pods, n: int) -> list[float]:

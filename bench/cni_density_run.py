@@ -19,7 +19,6 @@ from bench.cni_density import (
     fmt_ms,
     no_engines,
     node_labels,
-    pct,
     pooled,
     print_batch,
     print_cpu,
@@ -28,6 +27,7 @@ from bench.cni_density import (
     sequential,
 )
 from bench.cni_floor import binding_floor, executable_floor
+from bench.stats import pct
 from nodeenv.cni_component import CniRuntime
 from nodeenv.node import Node
 

@@ -133,6 +133,48 @@ def binding_floor(endpoints: dict[str, str], switch: str, bridge: str, n: int = 
     return floor
 
 
+def lsp_ops(lsp: str, address: str, switch_uuid: str) -> tuple[dict[str, Any], ...]:
+    """NB operations: a logical switch port with `address` (and its port security) on the switch."""
+    return (
+        {
+            "op": "insert",
+            "table": "Logical_Switch_Port",
+            "uuid-name": "p",
+            "row": {"name": lsp, "addresses": address, "port_security": address},
+        },
+        {
+            "op": "mutate",
+            "table": "Logical_Switch",
+            "where": [["_uuid", "==", ["uuid", switch_uuid]]],
+            "mutations": [["ports", "insert", ["named-uuid", "p"]]],
+        },
+    )
+
+
+def ovs_port_ops(host_if: str, lsp: str, bridge_uuid: str) -> tuple[dict[str, Any], ...]:
+    """OVS operations: port + interface `host_if` bound to `lsp` (iface-id) on the bridge."""
+    return (
+        {
+            "op": "insert",
+            "table": "Interface",
+            "uuid-name": "i",
+            "row": {"name": host_if, "external_ids": ["map", [["iface-id", lsp]]]},
+        },
+        {
+            "op": "insert",
+            "table": "Port",
+            "uuid-name": "p",
+            "row": {"name": host_if, "interfaces": ["named-uuid", "i"]},
+        },
+        {
+            "op": "mutate",
+            "table": "Bridge",
+            "where": [["_uuid", "==", ["uuid", bridge_uuid]]],
+            "mutations": [["ports", "insert", ["named-uuid", "p"]]],
+        },
+    )
+
+
 def _names(k: int) -> tuple[str, str, str, str, str]:
     ip = f"10.95.255.{10 + k}"
     mac = "0a:58:0a:5f:ff:%02x" % (10 + k)
@@ -152,41 +194,9 @@ def _one_binding(
     time.sleep(0.2)  # let ovs-vswitchd settle on the new link before the clock starts
     marks = len(nb.events), len(sb.events), len(ovs.events)
     t0 = time.monotonic()
-    nb.transact(
-        {
-            "op": "insert",
-            "table": "Logical_Switch_Port",
-            "uuid-name": "p",
-            "row": {"name": lsp, "addresses": f"{mac} {ip}", "port_security": f"{mac} {ip}"},
-        },
-        {
-            "op": "mutate",
-            "table": "Logical_Switch",
-            "where": [["_uuid", "==", ["uuid", ls]]],
-            "mutations": [["ports", "insert", ["named-uuid", "p"]]],
-        },
-    )
+    nb.transact(*lsp_ops(lsp, f"{mac} {ip}", ls))
     t_nb = time.monotonic()
-    ovs.transact(
-        {
-            "op": "insert",
-            "table": "Interface",
-            "uuid-name": "i",
-            "row": {"name": host, "external_ids": ["map", [["iface-id", lsp]]]},
-        },
-        {
-            "op": "insert",
-            "table": "Port",
-            "uuid-name": "p",
-            "row": {"name": host, "interfaces": ["named-uuid", "i"]},
-        },
-        {
-            "op": "mutate",
-            "table": "Bridge",
-            "where": [["_uuid", "==", ["uuid", br]]],
-            "mutations": [["ports", "insert", ["named-uuid", "p"]]],
-        },
-    )
+    ovs.transact(*ovs_port_ops(host, lsp, br))
     t_ovs = time.monotonic()
     deadline = t0 + 10
     installed = None

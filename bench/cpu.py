@@ -30,12 +30,14 @@ class Sample:
     own: float
 
 
-def _label(cmdline: list[str], daemons: dict[str, str]) -> str | None:
-    words = " ".join(cmdline[:3])
-    return next((label for key, label in daemons.items() if key in words), None)
+def _label(cmdline: list[str], daemons: dict[str, str], words: int | None) -> str | None:
+    text = " ".join(cmdline[:words])
+    return next((label for key, label in daemons.items() if key in text), None)
 
 
-def sample(daemons: dict[str, str] = NODE_DAEMONS) -> Sample:
+def sample(daemons: dict[str, str] = NODE_DAEMONS, words: int | None = 3) -> Sample:
+    """`daemons` maps command-line fragments to labels, matched in the first `words` words of each
+    process's command line (None: the whole of it)."""
     out: dict[int, tuple[str, float]] = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -45,7 +47,7 @@ def sample(daemons: dict[str, str] = NODE_DAEMONS) -> Sample:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        label = _label(cmdline, daemons)
+        label = _label(cmdline, daemons, words)
         if label:
             out[int(pid)] = (label, (int(fields[11]) + int(fields[12])) * TICK)
     kids, own = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)

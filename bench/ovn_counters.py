@@ -39,6 +39,14 @@ class EngineStats:
             },
         )
 
+    def __add__(self, other: EngineStats) -> EngineStats:
+        nodes = {n: dict(c) for n, c in self.nodes.items()}
+        for node, counts in other.nodes.items():
+            mine = nodes.setdefault(node, {})
+            for k, v in counts.items():
+                mine[k] = mine.get(k, 0) + v
+        return EngineStats(self.daemon, nodes)
+
     def runs(self) -> int:
         return self.nodes.get(RUN_NODE.get(self.daemon, ""), {}).get("recompute", 0)
 

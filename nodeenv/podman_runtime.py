@@ -31,20 +31,26 @@ def missing_prerequisites() -> list[str]:
     return missing + ([] if Path("/bin/busybox").exists() else ["busybox-static"])
 
 
-def containers_conf(base: Path, install_root: Path) -> str:
-    plugin_dirs = [str(install_root / "opt/cni/bin"), "/opt/cni/bin", "/usr/lib/cni"]
-    return f"""[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
-cgroups = "no-conmon"
-
-[engine]
+def engine_conf(base: Path) -> str:
+    """containers.conf's [engine] table for a private store under `base`: runc (crun 1.8 refuses
+    this VM's hybrid cgroups), cgroupfs, no journald, every scratch directory in the store."""
+    return f"""[engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "none"
 tmp_dir = "{base}/libpod"
 image_copy_tmp_dir = "{base}/tmp"
 volume_path = "{base}/volumes"
+"""
 
+
+def containers_conf(base: Path, install_root: Path) -> str:
+    plugin_dirs = [str(install_root / "opt/cni/bin"), "/opt/cni/bin", "/usr/lib/cni"]
+    return f"""[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+cgroups = "no-conmon"
+
+{engine_conf(base)}
 [network]
 network_backend = "cni"
 cni_plugin_dirs = {plugin_dirs!r}

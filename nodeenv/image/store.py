@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from nodeenv.podman_runtime import engine_conf
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_STORE = ROOT / "build" / "podman"
 CAP_SYS_RESOURCE = 24
@@ -59,14 +61,7 @@ netns = "none"
 network_backend = "cni"
 network_config_dir = "{base}/cni"
 
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "none"
-tmp_dir = "{base}/libpod"
-image_copy_tmp_dir = "{base}/tmp"
-volume_path = "{base}/volumes"
-"""
+{engine_conf(base)}"""
 
 
 def storage_conf(base: Path) -> str:

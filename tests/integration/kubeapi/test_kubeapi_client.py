@@ -15,14 +15,6 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from tests.kubeapi_fixture import KubeApiHandle
 
 
-@pytest.fixture
-async def api(kube_api: KubeApiHandle) -> AsyncIterator[client.ApiClient]:
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=str(kube_api.kubeconfig), client_configuration=cfg)
-    async with client.ApiClient(cfg) as c:
-        yield c
-
-
 def _svc(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
             "spec": {"ports": [{"port": 80}], **spec}}  # fmt: skip

@@ -7,25 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, config, watch
+from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.integration.kubeapi.snapshot_crds import snapshot_crds
-from tests.kubeapi_fixture import KubeApiHandle
 
 G, V, P = "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses"
-
-
-@pytest.fixture
-async def api(kube_api: KubeApiHandle) -> AsyncIterator[client.ApiClient]:
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=str(kube_api.kubeconfig), client_configuration=cfg)
-    async with client.ApiClient(cfg) as c:
-        yield c
 
 
 def deployment(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
