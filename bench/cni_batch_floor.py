@@ -19,8 +19,9 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +180,24 @@ def bind_raw(
     return bind
 
 
+def until_installed(p: FloorPort, bind: Callable[[FloorPort], None], monitor: RawOvsdb) -> float:
+    """ms from binding `p` until ovn-controller's external_ids:ovn-installed is seen."""
+    since = len(monitor.events)
+    t0 = time.monotonic()
+    bind(p)
+    deadline = t0 + 20
+    while time.monotonic() < deadline:
+        at = monitor.first(
+            since,
+            "Interface",
+            lambda r: r.get("name") == p.host_if and ids_have(r, "ovn-installed", "true"),
+        )
+        if at is not None:
+            return (at - t0) * 1000
+        time.sleep(0.002)
+    raise TimeoutError(f"{p.lsp} was not installed within 20 s")
+
+
 @dataclass
 class FloorRun:
     ms: list[float]
@@ -199,29 +218,44 @@ def timed_batch(
     sample: Callable[[dict[str, str]], cpu.Sample],
 ) -> FloorRun:
     """Bind every port at concurrency conc; each one's time runs until ovn-installed is seen."""
-
-    def one(p: FloorPort) -> float:
-        since = len(monitor.events)
-        t0 = time.monotonic()
-        bind(p)
-        deadline = t0 + 20
-        while time.monotonic() < deadline:
-            at = monitor.first(
-                since,
-                "Interface",
-                lambda r: r.get("name") == p.host_if and ids_have(r, "ovn-installed", "true"),
-            )
-            if at is not None:
-                return (at - t0) * 1000
-            time.sleep(0.002)
-        raise TimeoutError(f"{p.lsp} was not installed within 20 s")
-
     before = sample(labels)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(conc) as ex:
-        ms = list(ex.map(one, ports))
+        ms = list(ex.map(lambda p: until_installed(p, bind, monitor), ports))
     wall = time.perf_counter() - t0
     return FloorRun(ms, wall, cpu.per_pod_ms(before, sample(labels), len(ports)))
+
+
+@contextmanager
+def floor_binders(e: dict[str, str], switch_names: list[str]) -> Iterator[FloorBinders]:
+    """The two ways of binding a floor port (`nbctl`, `raw`) onto the switches that exist."""
+    subnets = switches(e["OVN_NB_DB"], switch_names)
+    if not subnets:
+        raise RuntimeError(f"none of the switches {switch_names} exists: run the CNI batch first")
+    bridge = e["OVS_BRIDGE"]
+    monitor = RawOvsdb(e["OVS_DB"], "Open_vSwitch", {"Interface": ["name", "external_ids"]})
+    nb = SharedRawOvsdb(e["OVN_NB_DB"], "OVN_Northbound", {})
+    ovs = SharedRawOvsdb(e["OVS_DB"], "Open_vSwitch", {})
+    try:
+        uuids = {sw: nb.uuid_of("Logical_Switch", sw) for sw in subnets}
+        yield FloorBinders(
+            subnets,
+            monitor,
+            {
+                "nbctl": bind_nbctl(e, bridge),
+                "raw": bind_raw(nb, ovs, ovs.uuid_of("Bridge", bridge), uuids),
+            },
+        )
+    finally:
+        for c in (monitor, nb, ovs):
+            c.close()
+
+
+@dataclass
+class FloorBinders:
+    subnets: dict[str, str]
+    monitor: RawOvsdb
+    bind: dict[str, Callable[[FloorPort], None]]
 
 
 def batch_floors(
@@ -233,28 +267,34 @@ def batch_floors(
     switch_names: list[str],
 ) -> dict[str, FloorRun]:
     """Both floors, each on its own fresh set of ports (removed afterwards)."""
-    subnets = switches(e["OVN_NB_DB"], switch_names)
-    if not subnets:
-        raise RuntimeError(f"none of the switches {switch_names} exists: run the CNI batch first")
-    bridge = e["OVS_BRIDGE"]
-    monitor = RawOvsdb(e["OVS_DB"], "Open_vSwitch", {"Interface": ["name", "external_ids"]})
-    nb = SharedRawOvsdb(e["OVN_NB_DB"], "OVN_Northbound", {})
-    ovs = SharedRawOvsdb(e["OVS_DB"], "Open_vSwitch", {})
     out = {}
-    try:
-        uuids = {sw: nb.uuid_of("Logical_Switch", sw) for sw in subnets}
-        for tag, bind in (
-            ("nbctl", bind_nbctl(e, bridge)),
-            ("raw", bind_raw(nb, ovs, ovs.uuid_of("Bridge", bridge), uuids)),
-        ):
+    with floor_binders(e, switch_names) as fb:
+        for tag, bind in fb.bind.items():
             ports: list[FloorPort] = []
             try:
-                make_ports(n, subnets, tag[0], ports)
+                make_ports(n, fb.subnets, tag[0], ports)
                 time.sleep(0.5)  # ovs-vswitchd sees the new links before the clock starts
-                out[tag] = timed_batch(ports, conc, bind, monitor, labels, sample)
+                out[tag] = timed_batch(ports, conc, bind, fb.monitor, labels, sample)
             finally:
                 remove_ports(ports, e)
-    finally:
-        for c in (monitor, nb, ovs):
-            c.close()
+    return out
+
+
+def sequence_floors(e: dict[str, str], n: int, switch_names: list[str]) -> dict[str, list[float]]:
+    """The single-pod run with no CNI: one port at a time, each removed (OVN rows, veth, netns)
+    before the next is bound, as the single-pod ADD run deletes each pod before the next ADD.
+    The veths are made beforehand (the kernel's part is not OVN's)."""
+    out: dict[str, list[float]] = {}
+    with floor_binders(e, switch_names) as fb:
+        for tag, bind in fb.bind.items():
+            ports: list[FloorPort] = []
+            try:
+                make_ports(n, fb.subnets, "s" + tag[0], ports)
+                time.sleep(0.5)
+                out[tag] = []
+                for p in ports:
+                    out[tag].append(until_installed(p, bind, fb.monitor))
+                    remove_ports([p], e)
+            finally:
+                remove_ports(ports, e)
     return out
