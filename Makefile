@@ -42,7 +42,7 @@ test-image: image
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy cni csi webhook controllers common nodeenv
+	$(VENV)/bin/mypy cni csi webhook controllers common nodeenv ovnaccess
 
 bench: setup
 	$(PY) -m bench $(BENCH)

@@ -1,12 +1,12 @@
-"""OVSDB through ovsdbapp: connections, row watching and OVS port binding (`ovn_nb.py`: NB topology).
+"""OVSDB for the agent: its two connections, OVS port binding (`ovn_nb.py`: NB topology).
 
-These two modules are the only ovsdbapp importers in cni/.
+How the databases are reached (remote lists, leader-only writes, retries, row watching) is
+`ovnaccess`; this module says what the agent replicates and writes on the local OVS.
 
 One connection per database per process, built in main(). Each connection's IDL tells a
-`Watcher` about every row it sees change, so waiting for ovn-controller
+watcher about every row it sees change, so waiting for ovn-controller
 (`Interface.external_ids:ovn-installed`) or ovn-northd (`dynamic_addresses`) is a wait on
 a `threading.Event` that the update itself sets: we watch the database, never poll it.
-Expectations are registered *before* the write that triggers them, so no update is missed.
 
 NB topology (spec): one switch `k8s-<namespace>` per namespace with a subnet carved from
 the cluster CIDR, one router `k8s-cluster-router` with a port per switch, one LSP per pod.
@@ -16,24 +16,15 @@ Every row this suite writes carries `external_ids` `prismnet.*` keys saying who 
 from __future__ import annotations
 
 import ipaddress
-import logging
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ovsdbapp.backend.ovs_idl import (  # type: ignore[import-untyped]
-    command,
-    connection,
-    idlutils,
-    transaction,
-)
-from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl  # type: ignore[import-untyped]
-from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
-
-log = logging.getLogger(__name__)
+from ovnaccess.commands import Command, by_name, read, table_rows
+from ovnaccess.connection import Ovsdb, Tables
+from ovnaccess.connection import connect as connect_db
+from ovnaccess.watch import Expectation
 
 ROUTER = "k8s-cluster-router"
 OWNER = "prismnet.owner"
@@ -48,7 +39,7 @@ K_CID, K_IFNAME, K_NS, K_POD, K_NODE, K_NET, K_NETNS, K_LSP = (
     "prismnet.lsp",
 )
 K_SUBNET, K_GEN, K_IPAM = "prismnet.subnet", "prismnet.subnet-generation", "prismnet.ipam"
-OVS_COLUMNS = {
+OVS_COLUMNS: Tables = {
     "Open_vSwitch": ["external_ids", "bridges"],
     "Bridge": ["name", "ports", "datapath_type"],
     "Port": ["name", "interfaces"],
@@ -56,176 +47,23 @@ OVS_COLUMNS = {
 }
 """Only what we read or write: ovs-vswitchd rewrites every Interface's statistics, status,
 link and ofport columns, and each such update would be parsed (in pure Python) by our IDL."""
-NB_TABLES = (
-    "NB_Global",
-    "Logical_Switch",
-    "Logical_Switch_Port",
-    "Logical_Router",
-    "Logical_Router_Port",
-    "Logical_Router_Static_Route",
-    "Logical_Router_Policy",
-    "Address_Set",
+NB_TABLES: Tables = dict.fromkeys(
+    (
+        "NB_Global",
+        "Logical_Switch",
+        "Logical_Switch_Port",
+        "Logical_Router",
+        "Logical_Router_Port",
+        "Logical_Router_Static_Route",
+        "Logical_Router_Policy",
+        "Address_Set",
+    )
 )
 
 
-class OvsdbUnavailable(RuntimeError):
-    pass
-
-
-class Expectation:
-    def __init__(self, predicate: Callable[[Any], Any]) -> None:
-        self.predicate, self.event, self.value = predicate, threading.Event(), None
-        self.fired_at = 0.0
-        """time.perf_counter() when the matching update arrived."""
-
-    def wait(self, timeout: float) -> Any:
-        """The predicate's first truthy value, or None on timeout."""
-        return self.value if self.event.wait(timeout) else None
-
-
-class Watcher:
-    """Row updates from the IDL thread, matched against waiting callers by (table, name)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waits: dict[tuple[str, str], list[Expectation]] = {}
-
-    @contextmanager
-    def expect(self, table: str, name: str, predicate: Callable[[Any], Any]) -> Iterator[Expectation]:
-        exp, key = Expectation(predicate), (table, name)
-        with self._lock:
-            self._waits.setdefault(key, []).append(exp)
-        try:
-            yield exp
-        finally:
-            with self._lock:
-                waits = self._waits.get(key, [])
-                if exp in waits:
-                    waits.remove(exp)
-                if not waits:
-                    self._waits.pop(key, None)
-
-    def notify(self, table: str, row: Any) -> None:
-        key = (table, str(getattr(row, "name", "")))
-        with self._lock:
-            waits = list(self._waits.get(key, ()))
-        for exp in waits:
-            if exp.event.is_set():
-                continue
-            try:
-                value = exp.predicate(row)
-            except (AttributeError, KeyError, TypeError):
-                continue
-            if value:
-                exp.value, exp.fired_at = value, time.perf_counter()
-                exp.event.set()
-
-
-RowHook = Callable[[str, Any], None]
-"""Called on the IDL thread with ("create"|"update"|"delete", row) for every change of a table."""
-
-
-class _NotifyingIdl(connection.OvsdbIdl):  # type: ignore[misc]
-    watcher: Watcher
-    row_hooks: dict[str, list[RowHook]]
-
-    def cooperative_yield(self) -> None:
-        """ovsdbapp yields the GIL (time.sleep(0)) after every row of an update, for eventlet.
-        With other threads busy, each yield can cost a GIL switch interval (5 ms) before the
-        IDL thread runs again, delaying commits and the ovn-installed notification."""
-
-    def notify(self, event: str, row: Any, updates: Any = None) -> None:
-        table = row._table.name
-        for hook in self.row_hooks.get(table, ()):
-            hook(event, row)
-        if event in ("create", "update"):
-            self.watcher.notify(table, row)
-
-
-class _NoWaitTransaction(ovs_impl.OvsVsctlTransaction):  # type: ignore[misc]
-    """ovs-vsctl --no-wait: ovsdbapp's default OVS transaction bumps next_cfg and then blocks the
-    connection thread until ovs-vswitchd has reconfigured (~10 ms, serialising every request).
-    We wait for ovn-installed instead, which implies vswitchd has the port."""
-
-    def pre_commit(self, txn: Any) -> None:
-        txn.expected_ifaces = set()  # add_port records into it
-
-    def post_commit(self, txn: Any) -> None:
-        transaction.Transaction.post_commit(self, txn)
-
-
-class _OwnConnection:
-    """ovsdbapp's Backend keeps its connection class-wide: the first one made in a process
-    would serve every later API object (never starting theirs). Keep it per object, so two
-    connections in one process really are two (as two agents' are)."""
-
-    _own_connection: Any = None
-
-    @property
-    def ovsdb_connection(self) -> Any:
-        return self._own_connection
-
-    @ovsdb_connection.setter
-    def ovsdb_connection(self, conn: Any) -> None:
-        self._own_connection = conn
-
-
-class _NbApi(_OwnConnection, nb_impl.OvnNbApiIdlImpl):  # type: ignore[misc]
-    pass
-
-
-class _NoWaitOvsApi(_OwnConnection, ovs_impl.OvsdbIdl):  # type: ignore[misc]
-    def create_transaction(self, check_error: bool = False, log_errors: bool = True, **kwargs: Any) -> Any:
-        return _NoWaitTransaction(self, self.ovsdb_connection, check_error=check_error, log_errors=log_errors)
-
-
-@dataclass
-class Ovsdb:
-    """A connected database: the ovsdbapp API object plus its watcher."""
-
-    api: Any
-    watcher: Watcher
-    conn: Any
-
-    def on_row_change(self, table: str, hook: RowHook) -> None:
-        """Call `hook` for every change of `table` from now on (register before relying on it)."""
-        self.conn.idl.row_hooks.setdefault(table, []).append(hook)
-
-    def connected(self) -> bool:
-        try:
-            return bool(self.conn.idl._session.is_connected())
-        except AttributeError:
-            return False
-
-    def stop(self) -> None:
-        self.conn.stop(timeout=5)
-
-
-def c_json_parser() -> bool:
-    """True when python-ovs parses OVSDB JSON with its C extension (scripts/ovs_json_accel.py)."""
-    import ovs.json  # type: ignore[import-untyped]
-
-    return bool(ovs.json.PARSER == ovs.json.PARSER_C)
-
-
 def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:
-    """Connect to OVSDB `remote` (schema Open_vSwitch or OVN_Northbound)."""
-    watcher = Watcher()
-    try:
-        helper = idlutils.get_schema_helper(remote, schema)
-    except Exception as e:
-        raise OvsdbUnavailable(f"cannot reach {schema} at {remote}: {e}") from e
-    if schema == "Open_vSwitch":
-        for table, columns in OVS_COLUMNS.items():
-            helper.register_columns(table, columns)
-    else:
-        for t in NB_TABLES:
-            helper.register_table(t)
-    idl = _NotifyingIdl(remote, helper)
-    idl.watcher, idl.row_hooks = watcher, {}
-    conn = connection.Connection(idl, timeout)
-    api = _NoWaitOvsApi(conn) if schema == "Open_vSwitch" else _NbApi(conn)
-    return Ovsdb(api=api, watcher=watcher, conn=conn)
+    """Connect to OVSDB `remote` (schema Open_vSwitch or OVN_Northbound; a remote list for a cluster)."""
+    return connect_db(remote, schema, OVS_COLUMNS if schema == "Open_vSwitch" else NB_TABLES, timeout=timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,32 +73,7 @@ class OvsPort:
     installed: bool
 
 
-class _Read(command.BaseCommand):  # type: ignore[misc]
-    """A read-only command: `fn(idl)` runs under the connection lock and returns plain values."""
-
-    READ_ONLY = True
-
-    def __init__(self, api: Any, fn: Callable[[Any], Any]) -> None:
-        super().__init__(api)
-        self.fn = fn
-
-    def run_idl(self, txn: Any) -> None:
-        self.result = self.fn(self.api)
-
-
-def _rows(api: Any, table: str) -> list[Any]:
-    return list(api.tables[table].rows.values())
-
-
-def by_name(api: Any, table: str, name: str) -> Any:
-    """The row of `table` named `name`, through the IDL's index on `name` (None if absent).
-
-    Interface and Logical_Switch_Port have a schema index on `name`, which ovsdbapp turns
-    into an IDL index: a lookup is O(log n), where a scan converts every row's columns."""
-    return idlutils.row_by_value(api.idl, table, "name", name, None)
-
-
-class _Unbind(command.BaseCommand):  # type: ignore[misc]
+class _Unbind(Command):  # type: ignore[misc]
     """ovsdbapp's del_port converts the bridge's whole port list to check membership (O(n) per
     DEL); removing the reference is a mutation that needs no read. The Port and its Interface
     are not root rows: OVSDB deletes them with the last reference."""
@@ -285,12 +98,12 @@ class OvsPorts:
     def userspace_datapath(self) -> bool:
         """True when the bridge runs the userspace (netdev) datapath."""
         types = self._read(
-            lambda api: [r.datapath_type for r in _rows(api, "Bridge") if r.name == self._bridge]
+            lambda api: [r.datapath_type for r in table_rows(api, "Bridge") if r.name == self._bridge]
         )
         return bool(types) and types[0] == "netdev"
 
     def system_id(self) -> str:
-        rows = self._read(lambda api: [dict(r.external_ids) for r in _rows(api, "Open_vSwitch")])
+        rows = self._read(lambda api: [dict(r.external_ids) for r in table_rows(api, "Open_vSwitch")])
         return rows[0].get("system-id", "") if rows else ""
 
     @contextmanager
@@ -334,14 +147,14 @@ class OvsPorts:
         def fn(api: Any) -> list[OvsPort]:
             return [
                 OvsPort(r.name, dict(r.external_ids), r.external_ids.get("ovn-installed") == "true")
-                for r in _rows(api, "Interface")
+                for r in table_rows(api, "Interface")
                 if K_CID in r.external_ids
             ]
 
         return self._read(fn)  # type: ignore[no-any-return]
 
     def _read(self, fn: Callable[[Any], Any]) -> Any:
-        return _Read(self._api, fn).execute(check_error=True)
+        return read(self._api, fn)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,8 @@ import hashlib
 import socket
 from typing import Any
 
-from ovsdbapp.backend.ovs_idl import command  # type: ignore[import-untyped]
-
-from cni.ovn import K_NODE, OWNER, ROUTER, _Read, _rows, by_name
+from cni.ovn import K_NODE, OWNER, ROUTER
+from ovnaccess.commands import Command, by_name, read, table_rows
 
 EGRESS_PRIORITY = 1000
 K_ROLE = "prismnet.role"
@@ -60,13 +59,13 @@ def track(api: Any, set_name: str, ips: list[str], *, add: bool) -> None:
 def _node_pod_ips(api: Any, node: str) -> list[str]:
     return sorted(
         ip
-        for p in _rows(api, "Logical_Switch_Port")
+        for p in table_rows(api, "Logical_Switch_Port")
         if p.external_ids.get(K_NODE) == node and K_ROLE not in p.external_ids
         for ip in ipv4_of(list(p.addresses))
     )
 
 
-class _Resync(command.BaseCommand):  # type: ignore[misc]
+class _Resync(Command):  # type: ignore[misc]
     def __init__(self, api: Any, node: str) -> None:
         super().__init__(api)
         self.node = node
@@ -83,7 +82,7 @@ class _Resync(command.BaseCommand):  # type: ignore[misc]
             aset.addresses = want
 
 
-class _EnsureEgress(command.BaseCommand):  # type: ignore[misc]
+class _EnsureEgress(Command):  # type: ignore[misc]
     def __init__(self, api: Any, node: str, nexthop: str, cluster_cidr: str, owner: str) -> None:
         super().__init__(api)
         self.node, self.nexthop, self.cluster_cidr, self.owner = node, nexthop, cluster_cidr, owner
@@ -98,7 +97,7 @@ class _EnsureEgress(command.BaseCommand):  # type: ignore[misc]
         aset.name = name
         aset.external_ids = {OWNER: self.owner, K_NODE: self.node}
         aset.addresses = _node_pod_ips(self.api, self.node)
-        router = next((r for r in _rows(self.api, "Logical_Router") if r.name == ROUTER), None)
+        router = next((r for r in table_rows(self.api, "Logical_Router") if r.name == ROUTER), None)
         if router is None:
             raise RuntimeError(f"{ROUTER} does not exist; create a namespace switch first")
         policy = next((p for p in router.policies if p.external_ids.get(K_NODE) == self.node), None)
@@ -113,13 +112,13 @@ class _EnsureEgress(command.BaseCommand):  # type: ignore[misc]
         self.result = len(aset.addresses)
 
 
-class _DeleteEgress(command.BaseCommand):  # type: ignore[misc]
+class _DeleteEgress(Command):  # type: ignore[misc]
     def __init__(self, api: Any, node: str) -> None:
         super().__init__(api)
         self.node = node
 
     def run_idl(self, txn: Any) -> None:
-        for router in _rows(self.api, "Logical_Router"):
+        for router in table_rows(self.api, "Logical_Router"):
             for policy in router.policies:
                 if policy.external_ids.get(K_NODE) == self.node:
                     router.delvalue("policies", policy)  # not a root table: deleted with the reference
@@ -153,10 +152,10 @@ class NodeEgress:
             aset = by_name(api, "Address_Set", pods_set_name(node))
             return None if aset is None else sorted(aset.addresses)
 
-        return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
+        return read(self._api, fn)  # type: ignore[no-any-return]
 
 
-class TrackPort(command.BaseCommand):  # type: ignore[misc]
+class TrackPort(Command):  # type: ignore[misc]
     """In a transaction with the port's creation or deletion: its IPv4 addresses into or out of
     the node's set. Removal reads them from the port row, so it must come before the delete."""
 

@@ -25,8 +25,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ovsdbapp.backend.ovs_idl import command  # type: ignore[import-untyped]
-
 from cni.ovn import (
     K_GEN,
     K_NODE,
@@ -35,14 +33,12 @@ from cni.ovn import (
     OWNER,
     ROUTER,
     Lsp,
-    Ovsdb,
     SwitchInfo,
-    _Read,
-    _rows,
-    by_name,
     router_mac,
 )
 from cni.ovn_egress import NodeEgress, TrackPort, ipv4_of, track
+from ovnaccess.commands import Command, by_name, read, table_rows
+from ovnaccess.connection import Ovsdb
 
 
 class SubnetsExhausted(RuntimeError):
@@ -80,7 +76,7 @@ def _switch_info(row: Any) -> SwitchInfo:
     return SwitchInfo(row.name, ids.get(K_SUBNET, ""), ids.get("prismnet.gateway", ""))
 
 
-class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
+class _EnsureSwitch(Command):  # type: ignore[misc]
     """Create switch + router port on first use; carve its subnet if `subnet` is None."""
 
     def __init__(
@@ -100,12 +96,12 @@ class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
         self.before_commit = before_commit
 
     def run_idl(self, txn: Any) -> None:
-        switches = _rows(self.api, "Logical_Switch")
+        switches = table_rows(self.api, "Logical_Switch")
         for row in switches:
             if row.name == self.switch:
                 self.result = _switch_info(row)
                 return
-        nbg = _rows(self.api, "NB_Global")
+        nbg = table_rows(self.api, "NB_Global")
         glob = nbg[0] if nbg else txn.insert(self.api.tables["NB_Global"])
         glob.verify("external_ids")
         carve = self.subnet is None
@@ -136,7 +132,7 @@ class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
         raise SubnetsExhausted(f"no free /{self.prefix} left in {self.cluster}")
 
     def _router_port(self, txn: Any, ls: Any, network: str, gateway: str) -> None:
-        routers = [r for r in _rows(self.api, "Logical_Router") if r.name == ROUTER]
+        routers = [r for r in table_rows(self.api, "Logical_Router") if r.name == ROUTER]
         if routers:
             router = routers[0]
         else:
@@ -153,7 +149,7 @@ class _EnsureSwitch(command.BaseCommand):  # type: ignore[misc]
         ls.addvalue("ports", rport)
 
 
-class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
+class _AllocatePort(Command):  # type: ignore[misc]
     """Insert a port with the lowest free address of its switch's subnet (see module doc)."""
 
     def __init__(
@@ -172,7 +168,7 @@ class _AllocatePort(command.BaseCommand):  # type: ignore[misc]
         self.held, self.address_set, self.before_commit = held, address_set, before_commit
 
     def run_idl(self, txn: Any) -> None:
-        ls = next((r for r in _rows(self.api, "Logical_Switch") if r.name == self.switch), None)
+        ls = next((r for r in table_rows(self.api, "Logical_Switch") if r.name == self.switch), None)
         if ls is None:
             raise SwitchMissing(f"switch {self.switch} does not exist")
         info = _switch_info(ls)
@@ -251,7 +247,7 @@ def _lowest_free(subnet: ipaddress.IPv4Network, used: set[int]) -> ipaddress.IPv
     return next((ipaddress.IPv4Address(i) for i in range(first, last + 1) if i not in used), None)
 
 
-class _DeletePort(command.BaseCommand):  # type: ignore[misc]
+class _DeletePort(Command):  # type: ignore[misc]
     """Remove a port from its switch: for a pod's port, the switch named by its namespace.
 
     ovsdbapp's lsp_del finds the switch by converting member lists (O(n) per DEL); a pod port
@@ -268,7 +264,7 @@ class _DeletePort(command.BaseCommand):  # type: ignore[misc]
         if row is None:
             return
         ns = row.external_ids.get(K_NS)
-        switches = _rows(self.api, "Logical_Switch")
+        switches = table_rows(self.api, "Logical_Switch")
         home = next((ls for ls in switches if ns and ls.name == f"k8s-{ns}"), None)
         for ls in [home] if home is not None else [ls for ls in switches if row in ls.ports]:
             ls.delvalue("ports", row)
@@ -375,7 +371,7 @@ class Northbound:
             ns = p.external_ids.get(K_NS)
             return _lsp(p, f"k8s-{ns}" if ns else "")
 
-        return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
+        return read(self._api, fn)  # type: ignore[no-any-return]
 
     def owned_ports(self, node: str) -> list[Lsp]:
         """Pod ports created by the agent of `node`."""
@@ -383,25 +379,25 @@ class Northbound:
         def fn(api: Any) -> list[Lsp]:
             return [
                 _lsp(p, ls.name)
-                for ls in _rows(api, "Logical_Switch")
+                for ls in table_rows(api, "Logical_Switch")
                 for p in ls.ports
                 if p.external_ids.get(K_NODE) == node
             ]
 
-        return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
+        return read(self._api, fn)  # type: ignore[no-any-return]
 
     def ips_by_namespace(self) -> dict[str, int]:
         """Addresses held by pod ports, per Kubernetes namespace (cluster-wide)."""
 
         def fn(api: Any) -> dict[str, int]:
             out: Counter[str] = Counter()
-            for p in _rows(api, "Logical_Switch_Port"):
+            for p in table_rows(api, "Logical_Switch_Port"):
                 ns = p.external_ids.get(K_NS)
                 if ns and p.external_ids.get(K_NODE):
                     out[ns] += sum(len(a.split()) - 1 for a in p.addresses if a != "dynamic")
             return dict(out)
 
-        return _Read(self._api, fn).execute(check_error=True)  # type: ignore[no-any-return]
+        return read(self._api, fn)  # type: ignore[no-any-return]
 
     def ensure_default_route(self, nexthop: str) -> None:
         """Egress: the cluster router sends what it has no route for to a node (masqueraded there)."""
@@ -409,7 +405,7 @@ class Northbound:
 
     def delete_default_route(self, nexthop: str) -> None:
         def fn(api: Any) -> bool:
-            return any(r.name == ROUTER for r in _rows(api, "Logical_Router"))
+            return any(r.name == ROUTER for r in table_rows(api, "Logical_Router"))
 
-        if _Read(self._api, fn).execute(check_error=True):
+        if read(self._api, fn):
             self._api.lr_route_del(ROUTER, "0.0.0.0/0", nexthop, if_exists=True).execute(check_error=True)

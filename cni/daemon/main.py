@@ -24,11 +24,12 @@ from cni.daemon.service import Adapters, PodNetworkService
 from cni.ipam import AddressSource, OvnIpam
 from cni.links import Links
 from cni.management import ensure_management_port
-from cni.ovn import Ovsdb, OvsPorts, c_json_parser, connect
+from cni.ovn import OvsPorts, connect
 from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
 from cni.wire import Dns
 from common.jsonlog import setup_logging
+from ovnaccess.connection import Ovsdb, c_json_parser
 
 log = logging.getLogger("cni.daemon")
 DRAIN_SECONDS = 60.0

@@ -24,10 +24,11 @@ from cni.errors import (
 )
 from cni.ipam import OVN_IPAM_TYPES, AddressSource, Allocation, DelegatedIpam
 from cni.links import HostEnd, Links, NetnsGone, PodLinkConfig
-from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, Ovsdb, OvsPorts
+from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, OvsPorts
 from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
 from cni.wire import CniRequest, CniResult, Interface, IpConfig, NetConf
+from ovnaccess.connection import Ovsdb
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,10 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ovsdbapp.backend.ovs_idl import command, connection, idlutils  # type: ignore[import-untyped]
-from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
-
 from controllers.fiberlb.backend import Applied, BackendError
 from controllers.fiberlb.desired import DesiredLB, Listener
+from ovnaccess.commands import Command, by_name, read
+from ovnaccess.connection import Ovsdb, OvsdbUnavailable, connect
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +34,15 @@ ROUTER = "k8s-cluster-router"
 SWITCH_PREFIX = "k8s-"
 K_OWNER, K_SERVICE, K_UID, K_PROTO = "fiberlb.owner", "fiberlb.service", "fiberlb.uid", "fiberlb.protocol"
 OWNER = "fiberlb-controller"
-TABLES = (
-    "Load_Balancer",
-    "Load_Balancer_Health_Check",
-    "Load_Balancer_Group",
-    "Logical_Switch",
-    "Logical_Switch_Port",
-    "Logical_Router",
+TABLES = dict.fromkeys(
+    (
+        "Load_Balancer",
+        "Load_Balancer_Health_Check",
+        "Load_Balancer_Group",
+        "Logical_Switch",
+        "Logical_Switch_Port",
+        "Logical_Router",
+    )
 )
 
 
@@ -49,29 +50,12 @@ def lb_name(service: str, protocol: str) -> str:
     return f"fiberlb:{service}:{protocol.lower()}"
 
 
-class _NbApi(nb_impl.OvnNbApiIdlImpl):  # type: ignore[misc]
-    """ovsdbapp keeps its connection class-wide; keep it per object (tests build several)."""
-
-    _own: Any = None
-
-    @property
-    def ovsdb_connection(self) -> Any:
-        return self._own
-
-    @ovsdb_connection.setter
-    def ovsdb_connection(self, conn: Any) -> None:
-        self._own = conn
-
-
-def connect_nb(remote: str, timeout: float = 10.0) -> Any:
+def connect_nb(remote: str, timeout: float = 10.0) -> Ovsdb:
+    """The NB database at `remote` (a remote list for a cluster)."""
     try:
-        helper = idlutils.get_schema_helper(remote, "OVN_Northbound")
-    except Exception as e:
-        raise BackendError(f"cannot reach OVN_Northbound at {remote}: {e}") from e
-    for table in TABLES:
-        helper.register_table(table)
-    idl = connection.OvsdbIdl(remote, helper)
-    return _NbApi(connection.Connection(idl, timeout))
+        return connect(remote, "OVN_Northbound", TABLES, timeout=timeout)
+    except (OvsdbUnavailable, ValueError) as e:
+        raise BackendError(str(e)) from e
 
 
 def _vips(desired: DesiredLB, listeners: Iterable[Listener]) -> dict[str, str]:
@@ -89,20 +73,16 @@ def _options(desired: DesiredLB) -> dict[str, str]:
     return opts
 
 
-def _by_name(api: Any, table: str, name: str) -> Any:
-    return idlutils.row_by_value(api.idl, table, "name", name, None)
-
-
 def _owned(api: Any, service: str) -> list[Any]:
     return [
         row
         for proto in ("tcp", "udp", "sctp")
-        if (row := _by_name(api, "Load_Balancer", lb_name(service, proto))) is not None
+        if (row := by_name(api, "Load_Balancer", lb_name(service, proto))) is not None
         and row.external_ids.get(K_OWNER) == OWNER
     ]
 
 
-class _Group(command.BaseCommand):  # type: ignore[misc]
+class _Group(Command):  # type: ignore[misc]
     """The `fiberlb` group attached to every namespace switch and the cluster router, holding every
     row we own (a row taken out of it by hand is put back)."""
 
@@ -116,12 +96,12 @@ class _Group(command.BaseCommand):  # type: ignore[misc]
 
 
 def ensure_group(api: Any, txn: Any) -> Any:
-    group = _by_name(api, "Load_Balancer_Group", GROUP)
+    group = by_name(api, "Load_Balancer_Group", GROUP)
     if group is None:
         group = txn.insert(api.tables["Load_Balancer_Group"])
         group.name = GROUP
     targets = [r for r in api.tables["Logical_Switch"].rows.values() if r.name.startswith(SWITCH_PREFIX)]
-    router = _by_name(api, "Logical_Router", ROUTER)
+    router = by_name(api, "Logical_Router", ROUTER)
     targets += [router] if router is not None else []
     for row in targets:
         if group not in row.load_balancer_group:
@@ -133,7 +113,7 @@ Probes = tuple[dict[str, str], dict[str, str]]
 """(endpoint IP -> "<logical port>:<probe source IP>", switch -> probe source IP)"""
 
 
-class _Apply(command.BaseCommand):  # type: ignore[misc]
+class _Apply(Command):  # type: ignore[misc]
     def __init__(self, api: Any, desired: DesiredLB, probes: Probes) -> None:
         super().__init__(api)
         self.desired, self.hc_ports, self.sources = desired, probes[0], probes[1]
@@ -148,7 +128,7 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
         changes = 0
         for proto, listeners in wanted.items():
             name = lb_name(d.service, proto)
-            row = _by_name(self.api, "Load_Balancer", name)
+            row = by_name(self.api, "Load_Balancer", name)
             if row is None:
                 row = txn.insert(self.api.tables["Load_Balancer"])
                 row.name, row.protocol = name, [proto]
@@ -199,7 +179,7 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
 def _reserve(api: Any, switch: str, address: str) -> int:
     """Keep the probe source address out of the switch's pod addresses (`exclude_ips`, which OVN
     and the PrismNET IPAM both honour)."""
-    ls = _by_name(api, "Logical_Switch", switch)
+    ls = by_name(api, "Logical_Switch", switch)
     excluded = ls.other_config.get("exclude_ips", "").split() if ls is not None else [address]
     if address in excluded:
         return 0
@@ -219,7 +199,7 @@ def _set(row: Any, column: str, value: Any) -> int:
     return 1
 
 
-class _Delete(command.BaseCommand):  # type: ignore[misc]
+class _Delete(Command):  # type: ignore[misc]
     def __init__(self, api: Any, service: str) -> None:
         super().__init__(api)
         self.service = service
@@ -229,17 +209,6 @@ class _Delete(command.BaseCommand):  # type: ignore[misc]
         for row in rows:
             row.delete()  # the group's reference is weak: it goes with the row
         self.result = len(rows)
-
-
-class _Read(command.BaseCommand):  # type: ignore[misc]
-    READ_ONLY = True
-
-    def __init__(self, api: Any, fn: Any) -> None:
-        super().__init__(api)
-        self.fn = fn
-
-    def run_idl(self, txn: Any) -> None:
-        self.result = self.fn(self.api)
 
 
 def _health_check_ports(api: Any, ips: set[str]) -> Probes:
@@ -270,8 +239,8 @@ class OvnBackend:
     shares_ips = True
     allocates_ips = False
 
-    def __init__(self, api: Any) -> None:
-        self._api = api
+    def __init__(self, db: Ovsdb) -> None:
+        self._db, self._api = db, db.api
         self.nb_writes = 0
         """Transactions that changed something (for the benchmark's NB writes/s)."""
 
@@ -334,7 +303,7 @@ class OvnBackend:
         return self._read(fn)  # type: ignore[no-any-return]
 
     def _read(self, fn: Any) -> Any:
-        return _Read(self._api, fn).execute(check_error=True)
+        return read(self._api, fn)
 
     def close(self) -> None:
-        self._api.ovsdb_connection.stop(timeout=5)
+        self._db.stop()

@@ -17,12 +17,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from ovsdbapp.backend.ovs_idl import command, connection, idlutils  # type: ignore[import-untyped]
-from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
-
-from cni.ovn import K_NS, K_POD, _OwnConnection, _Read
+from cni.ovn import K_NS, K_POD
 from cni.ovn_egress import K_ROLE, ipv4_of
 from controllers.netpol.translate import Acl, AddressSet, Desired, Frozen, PortGroup
+from ovnaccess.commands import Command, by_name, read
+from ovnaccess.connection import OvsdbIdl, connect
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +59,13 @@ class ApplyStats:
         return self.created + self.changed + self.deleted
 
 
-class _Idl(connection.OvsdbIdl):  # type: ignore[misc]
+class _Idl(OvsdbIdl):
     """Keeps a parsed view of every logical switch port, updated as the rows change (a reconcile
     reads it instead of converting 500 IDL rows each time)."""
 
     on_change: Callable[[], None] | None = None
     touched: set[Any]
     port_view: dict[Any, PortInfo]
-
-    def cooperative_yield(self) -> None:
-        """No eventlet here: ovsdbapp's per-row sleep(0) only delays the IDL thread."""
 
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
         table = row._table.name
@@ -107,10 +103,6 @@ def _port_info(r: Any) -> PortInfo:
                     ids.get(K_ROLE) == "management")  # fmt: skip
 
 
-class _Api(_OwnConnection, nb_impl.OvnNbApiIdlImpl):  # type: ignore[misc]
-    pass
-
-
 def _ours(api: Any, table: str) -> dict[str, Any]:
     return {r.name: r for r in api.tables[table].rows.values() if r.external_ids.get(K_OWNER) == OWNER}
 
@@ -128,7 +120,7 @@ class _Last:
     groups: dict[str, PortGroup] = field(default_factory=dict)
 
 
-class _Apply(command.BaseCommand):  # type: ignore[misc]
+class _Apply(Command):  # type: ignore[misc]
     """The diff, on the IDL thread. Reading a row's set columns converts every value (hundreds of
     addresses or ports), so a row is compared only when it changed since our last successful
     apply (an update of it reached the IDL) or what we want of it changed; else it is as we left it."""
@@ -164,7 +156,7 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
         return group.uuid in self.seen or any(a.uuid in self.seen for a in group.acls)
 
     def _new(self, txn: Any, table: str, name: str, owner: str) -> Any:
-        if idlutils.row_by_value(self.api.idl, table, "name", name, None) is not None:
+        if by_name(self.api, table, name) is not None:
             raise NameTaken(f"{table} {name} exists and was not created by {OWNER}")
         row = txn.insert(self.api.tables[table])
         row.name, row.external_ids = name, {K_OWNER: OWNER, K_KEY: owner}
@@ -221,19 +213,16 @@ class _Apply(command.BaseCommand):  # type: ignore[misc]
         return row
 
     def _lsp(self, name: str) -> Any:
-        return idlutils.row_by_value(self.api.idl, "Logical_Switch_Port", "name", name, None)
+        return by_name(self.api, "Logical_Switch_Port", name)
 
 
 class PolicyNorthbound:
     """One NB connection (IDL replica of the four tables above) for the netpol controller."""
 
     def __init__(self, remote: str, timeout: float = 10.0) -> None:
-        helper = idlutils.get_schema_helper(remote, "OVN_Northbound")
-        for table, columns in TABLES.items():
-            helper.register_columns(table, columns)
-        self._idl = _Idl(remote, helper)
-        self._conn = connection.Connection(self._idl, timeout)
-        self.api = _Api(self._conn)
+        self._db = connect(remote, "OVN_Northbound", TABLES, idl_class=_Idl, timeout=timeout)
+        self._idl: _Idl = self._db.idl
+        self.api = self._db.api
         self._lock = threading.Lock()
         self._last = _Last()
         self._read(self._reset_view)  # on the IDL's thread: no notification interleaves
@@ -292,7 +281,7 @@ class PolicyNorthbound:
         return stats
 
     def _read(self, fn: Callable[[Any], Any]) -> Any:
-        return _Read(self.api, fn).execute(check_error=True)
+        return read(self.api, fn)
 
     def close(self) -> None:
-        self._conn.stop(timeout=5)
+        self._db.stop()

@@ -7,9 +7,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from cni.ovn import Lsp, Ovsdb, connect
+from cni.ovn import Lsp, connect
 from cni.ovn_nb import Northbound
 from nodeenv.node import Node
+from ovnaccess.connection import Ovsdb
 from tests.integration.cni.conftest import Agent
 
 _NO_PORT = Lsp("", "", (), "", False)

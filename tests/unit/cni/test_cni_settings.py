@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from cni.attachment import Attachment, mac_for, parse_alias
-from cni.ovn import Watcher
 from cni.settings import AgentSettings
+from ovnaccess.watch import Watcher
 
 
 def test_flags_override_env_which_overrides_defaults() -> None:

@@ -1,0 +1,178 @@
+"""Connections: one per object, to a standalone database or through a RAFT cluster's leader.
+
+`connect(remotes, schema, tables=...)` returns an `Ovsdb`: the ovsdbapp API object (whose
+transactions retry, `retry.py`), its row watcher and its connection. `remotes` is a remote list
+as OVN's tools take it; for a clustered database python-ovs monitors and writes through the
+leader only, and on losing it (killed, or an election) reconnects member by member until it
+finds the new one, without backoff for the first round over the list and then with one that
+we cap at `RECONNECT_MAX_BACKOFF_MS` (python-ovs's default grows to 8 s).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ovsdbapp.backend.ovs_idl import connection, idlutils  # type: ignore[import-untyped]
+from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl  # type: ignore[import-untyped]
+from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
+from ovsdbapp.schema.ovn_southbound import impl_idl as sb_impl  # type: ignore[import-untyped]
+
+from ovnaccess.remotes import InvalidRemote, parse_remotes
+from ovnaccess.retry import NoWaitOvsTransaction, RetryingTransaction, RetryPolicy
+from ovnaccess.watch import RowHook, Watcher
+
+log = logging.getLogger(__name__)
+
+RECONNECT_MAX_BACKOFF_MS = 2000
+Tables = Mapping[str, Sequence[str] | None]
+"""Table -> the columns to replicate (None: all of them)."""
+
+
+class OvsdbUnavailable(RuntimeError):
+    pass
+
+
+class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
+    """ovsdbapp's IDL without its eventlet yield: ovsdbapp sleeps (time.sleep(0)) after every row
+    of an update; with other threads busy each sleep can cost a GIL switch interval (5 ms)
+    before the IDL thread runs again, delaying commits and notifications."""
+
+    def cooperative_yield(self) -> None:
+        pass
+
+
+class NotifyingIdl(OvsdbIdl):
+    """Tells the row watcher and the registered hooks about every row it sees change."""
+
+    watcher: Watcher
+    row_hooks: dict[str, list[RowHook]]
+
+    def __init__(self, remote: str, helper: Any) -> None:
+        self.watcher, self.row_hooks = Watcher(), {}
+        super().__init__(remote, helper)
+
+    def notify(self, event: str, row: Any, updates: Any = None) -> None:
+        table = row._table.name
+        for hook in self.row_hooks.get(table, ()):
+            hook(event, row)
+        if event in ("create", "update"):
+            self.watcher.notify(table, row)
+
+
+class _OwnConnection:
+    """ovsdbapp's Backend keeps its connection class-wide: the first one made in a process would
+    serve every later API object (never starting theirs). Keep it per object, so two connections
+    in one process really are two (as two agents' are)."""
+
+    _own_connection: Any = None
+    retry_policy = RetryPolicy()
+
+    @property
+    def ovsdb_connection(self) -> Any:
+        return self._own_connection
+
+    @ovsdb_connection.setter
+    def ovsdb_connection(self, conn: Any) -> None:
+        self._own_connection = conn
+
+    def create_transaction(self, check_error: bool = False, log_errors: bool = True, **kwargs: Any) -> Any:
+        conn = self.ovsdb_connection
+        return RetryingTransaction(self, conn, conn.timeout, check_error=check_error, log_errors=log_errors)
+
+
+class NbApi(_OwnConnection, nb_impl.OvnNbApiIdlImpl):  # type: ignore[misc]
+    pass
+
+
+class SbApi(_OwnConnection, sb_impl.OvnSbApiIdlImpl):  # type: ignore[misc]
+    pass
+
+
+class OvsApi(_OwnConnection, ovs_impl.OvsdbIdl):  # type: ignore[misc]
+    def create_transaction(self, check_error: bool = False, log_errors: bool = True, **kwargs: Any) -> Any:
+        conn = self.ovsdb_connection
+        return NoWaitOvsTransaction(self, conn, check_error=check_error, log_errors=log_errors)
+
+
+API_CLASSES: dict[str, type] = {"Open_vSwitch": OvsApi, "OVN_Northbound": NbApi, "OVN_Southbound": SbApi}
+
+
+@dataclass
+class Ovsdb:
+    """A connected database: the ovsdbapp API object, its IDL and connection."""
+
+    api: Any
+    conn: Any
+
+    @property
+    def idl(self) -> Any:
+        return self.conn.idl
+
+    @property
+    def watcher(self) -> Watcher:
+        watcher: Watcher = self.conn.idl.watcher
+        return watcher
+
+    def on_row_change(self, table: str, hook: RowHook) -> None:
+        """Call `hook` for every change of `table` from now on (register before relying on it)."""
+        self.conn.idl.row_hooks.setdefault(table, []).append(hook)
+
+    def connected(self) -> bool:
+        try:
+            return bool(self.conn.idl._session.is_connected())
+        except AttributeError:
+            return False
+
+    def remote(self) -> str:
+        """The server the connection is on now (for a cluster: the leader, once found)."""
+        return str(self.conn.idl._session.get_name())
+
+    def stop(self) -> None:
+        self.conn.stop(timeout=5)
+
+
+def c_json_parser() -> bool:
+    """True when python-ovs parses OVSDB JSON with its C extension (scripts/ovs_json_accel.py)."""
+    import ovs.json  # type: ignore[import-untyped]
+
+    return bool(ovs.json.PARSER == ovs.json.PARSER_C)
+
+
+def connect(
+    remotes: str,
+    schema: str,
+    tables: Tables,
+    *,
+    idl_class: type[OvsdbIdl] = NotifyingIdl,
+    timeout: float = 10.0,
+    retry: RetryPolicy | None = None,
+) -> Ovsdb:
+    """Connect to `schema` at `remotes` (one remote, or every member of a cluster), replicating
+    `tables`. OvsdbUnavailable when no server answers; InvalidRemote for a malformed list."""
+    remote = ",".join(parse_remotes(remotes))
+    try:
+        helper = idlutils.get_schema_helper(remote, schema)  # any member answers this
+    except Exception as e:
+        raise OvsdbUnavailable(f"cannot reach {schema} at {remote}: {e}") from e
+    for table, columns in tables.items():
+        if columns is None:
+            helper.register_table(table)
+        else:
+            helper.register_columns(table, list(columns))
+    idl = idl_class(remote, helper)
+    idl._session.reconnect.set_backoff(1000, RECONNECT_MAX_BACKOFF_MS)
+    conn = connection.Connection(idl, timeout)
+    try:
+        api = API_CLASSES[schema](conn)
+    except Exception as e:  # no member became leader / monitoring within `timeout`
+        conn.stop(timeout=1)
+        raise OvsdbUnavailable(f"cannot monitor {schema} at {remote}: {e}") from e
+    if retry is not None:
+        api.retry_policy = retry
+    return Ovsdb(api=api, conn=conn)
+
+
+__all__ = ["InvalidRemote", "Ovsdb", "OvsdbUnavailable", "connect"]
