@@ -4,6 +4,7 @@ requests from a client pod (another namespace) and from the node to the external
 from __future__ import annotations
 
 import collections
+import subprocess
 
 import pytest
 
@@ -77,7 +78,9 @@ def test_vips_reach_every_backend_then_follow_endpoint_changes(
     assert "lbt/web" not in ovn_backend.services()
 
 
-def test_session_affinity_sticks(lb_pods: Pods, servers: Servers, ovn_backend: OvnBackend) -> None:
+def test_session_affinity_sticks(
+    lb_agent: object, lb_pods: Pods, servers: Servers, ovn_backend: OvnBackend
+) -> None:
     backends = start_backends(lb_pods, servers)
     client, _, _ = lb_pods.add("lbc", pod="client")
     every = [Backend(ip, 8080) for ip in backends.values()]
@@ -85,6 +88,9 @@ def test_session_affinity_sticks(lb_pods: Pods, servers: Servers, ovn_backend: O
     assert eventually(lambda: reached(client, VIP), lambda r: len(r) == 3) == set(backends)
     ovn_backend.apply(web(every, LbOptions(affinity_timeout=60)))
     assert ovn_backend.rows("lbt/web")["tcp"]["options"]["affinity_timeout"] == "60"
+    # the requests must not start before ovn-controller has the affinity flows (seen flaky without)
+    nb = lb_agent.node.endpoints["OVN_NB_DB"]  # type: ignore[attr-defined]
+    subprocess.run(["ovn-nbctl", f"--db={nb}", "--wait=hv", "--timeout=20", "sync"], check=True)
     hits = collections.Counter(requests(client, VIP, 80, 30))
     assert len(hits) == 1 and next(iter(hits)) in backends, hits
 
