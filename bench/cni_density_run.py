@@ -173,6 +173,20 @@ def print_targets(o: Batch, f: Batch, single: dict[str, list[float]], floors: Fl
     )
     for what, value, met in rows:
         print(f"    {what:62s} {value:>7s}  {'met' if met else 'NOT met'}")
+    print("  the floors (no CNI at all) against the same targets (a floor that misses one: OVN alone cannot)")
+    floor_rows = []
+    if nbctl:
+        floor_rows.append(
+            ("ovn-nbctl floor's ports/s against the bridge plugin's pods/s", nbctl.per_s / f.pods_per_s, 1.0)
+        )
+        floor_rows.append(
+            ("ovn-nbctl floor's p99 against the bridge plugin's", pct(nbctl.ms, 99) / pct(f.add_ms, 99), 1.5)
+        )
+    floor_rows.append(("single-pod ovn-nbctl floor against the bridge plugin's ADD", s.nbctl / ref, 2.0))
+    floor_rows.append(("single-pod STATUS + raw floor against the bridge plugin's ADD", s.least / ref, 2.0))
+    for what, ratio, target in floor_rows:
+        within = ratio >= target if target == 1.0 else ratio <= target
+        print(f"    {what:62s} {ratio:6.2f}x  {'meets' if within else 'misses'} the target's {target:g}x")
     if floors.fill and floors.full and floors.batch:
         first, last = floors.fill[0].cpu_ms, floors.fill[-1].cpu_ms
         step = sum(last.values()) - sum(first.values())
