@@ -90,6 +90,7 @@ def test_a_wedged_then_crashed_vswitchd_is_named_and_its_evidence_kept(throwaway
         "core in the run dir (the machine's default 'core')"
     )
     (bt,) = kept.glob("core*.backtrace.txt")
+    assert f"backtrace in {bt}" in faults_txt
     text = bt.read_text()
     assert "ovs-vswitchd" in text and "#0 " in text and "Thread" in text, text[-2000:]
     assert not (throwaway.run_dir).exists()  # down() still removed the run dir
