@@ -49,10 +49,14 @@ REMOVE = os.environ.get("LBCHURN_REMOVE", "1") != "0"
 
 
 def service() -> dict[str, Any]:
-    ports = [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
-             {"name": "dns", "port": 53, "targetPort": 8080, "protocol": "UDP"}]  # fmt: skip
-    return {"metadata": {"name": SVC, "namespace": NS},
-            "spec": {"type": "LoadBalancer", "loadBalancerClass": "fiberlb.plasmacloud.io/lb", "ports": ports}}  # fmt: skip
+    ports = [
+        {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"},
+        {"name": "dns", "port": 53, "targetPort": 8080, "protocol": "UDP"},
+    ]
+    return {
+        "metadata": {"name": SVC, "namespace": NS},
+        "spec": {"type": "LoadBalancer", "loadBalancerClass": "fiberlb.plasmacloud.io/lb", "ports": ports},
+    }
 
 
 def endpoint_slice(ips: list[str]) -> dict[str, Any]:
@@ -60,8 +64,11 @@ def endpoint_slice(ips: list[str]) -> dict[str, Any]:
         "metadata": {"name": f"{SVC}-a", "namespace": NS, "labels": {"kubernetes.io/service-name": SVC}},
         "addressType": "IPv4",
         "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips],
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "dns", "port": 8080, "protocol": "UDP"}],
-    }  # fmt: skip
+        "ports": [
+            {"name": "http", "port": 8080, "protocol": "TCP"},
+            {"name": "dns", "port": 8080, "protocol": "UDP"},
+        ],
+    }
 
 
 class Traffic:
@@ -111,8 +118,9 @@ def datapath_alive(node: Node) -> str:
 
 def conntrack_of(node: Node, ip: str) -> int:
     ctl = node.run_dir / "ovs" / "ovs-vswitchd.ctl"
-    out = subprocess.run(["ovs-appctl", "--timeout=5", "-t", str(ctl), "dpctl/dump-conntrack"],
-                         capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["ovs-appctl", "--timeout=5", "-t", str(ctl), "dpctl/dump-conntrack"], capture_output=True, text=True
+    ).stdout
     return sum(1 for line in out.splitlines() if f"reply=(src={ip}," in line)
 
 
@@ -147,14 +155,21 @@ async def churn(
             problem = await asyncio.to_thread(datapath_alive, node)
             removals += 1
             continue
-        await client.patch(ENDPOINT_SLICES, NS, f"{SVC}-a", {"endpoints": endpoint_slice([b for b in backends if b != gone])["endpoints"]})  # fmt: skip
+        await client.patch(
+            ENDPOINT_SLICES,
+            NS,
+            f"{SVC}-a",
+            {"endpoints": endpoint_slice([b for b in backends if b != gone])["endpoints"]},
+        )
         removals += 1
         await asyncio.sleep(0.3)
         if removals % 10 == 0:
             await asyncio.sleep(2)
             flush_checks.append((removals, conntrack_of(node, gone)))
         problem = await asyncio.to_thread(datapath_alive, node)
-        await client.patch(ENDPOINT_SLICES, NS, f"{SVC}-a", {"endpoints": endpoint_slice(backends)["endpoints"]})  # fmt: skip
+        await client.patch(
+            ENDPOINT_SLICES, NS, f"{SVC}-a", {"endpoints": endpoint_slice(backends)["endpoints"]}
+        )
         await asyncio.sleep(0.3)
     return removals, flush_checks, problem
 
@@ -181,12 +196,16 @@ async def run(api: ThreadedKubeApi, node: Node, tmp: Path) -> None:
         t0 = time.monotonic()
         removals, flush_checks, problem = await churn(node, client, backends)
         took = time.monotonic() - t0
-        print(f"LB backend removals under traffic: {removals} in {took:.0f} s (VIP {vip}, backends {backends}, "
-              f"{TCP} TCP + {UDP} UDP generators, {BURNERS} CPU burners, 2 cores)")  # fmt: skip
+        print(
+            f"LB backend removals under traffic: {removals} in {took:.0f} s (VIP {vip}, backends {backends}, "
+            f"{TCP} TCP + {UDP} UDP generators, {BURNERS} CPU burners, 2 cores)"
+        )
         print("\n".join(traffic.report()))
         left = [n for _, n in flush_checks]
-        print(f"  conntrack entries of the removed backend 2 s after removal: {left} "
-              f"({sum(1 for n in left if n == 0)} of {len(left)} checks flushed to 0)")  # fmt: skip
+        print(
+            f"  conntrack entries of the removed backend 2 s after removal: {left} "
+            f"({sum(1 for n in left if n == 0)} of {len(left)} checks flushed to 0)"
+        )
         if not problem:
             print(f"  ovs-vswitchd RSS {rss0:.0f} -> {rss_mb(node, 'ovs-vswitchd'):.0f} MB")
         verdict = (
