@@ -56,11 +56,13 @@ class PodNets:
     tag: str
     pods: list[Pod] = field(default_factory=list)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
+    made: int = 0
 
     def add(self, namespace: str, name: str) -> Pod:
-        netns = f"{self.tag}-{os.getpid()}-{len(self.pods)}"
+        self.made += 1
+        netns = f"{self.tag}-{os.getpid()}-{self.made}"
         subprocess.run(["ip", "netns", "add", netns], check=True)
-        cid = f"{self.tag}{os.getpid()}x{len(self.pods):04d}".ljust(32, "0")
+        cid = f"{self.tag}{os.getpid()}x{self.made:05d}".ljust(32, "0")
         args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name}"
         call = self.runtime.add(cid, f"/run/netns/{netns}", args=args)
         pod = Pod(netns, cid, args, "", call.out)
