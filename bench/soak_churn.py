@@ -188,6 +188,7 @@ class Churn:
         )
         self.csi_c.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vid), timeout=60)
         staging.rmdir()
+        staging.parent.rmdir()  # the pod dir this action made (the target went with NodeUnpublish)
 
     def dns(self) -> None:
         """20 queries to the cluster DNS: a Service name and the API's."""
