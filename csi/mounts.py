@@ -71,6 +71,12 @@ def find_mount(path: str | Path) -> MountEntry | None:
     return found
 
 
+def mounts_at(path: str | Path) -> list[MountEntry]:
+    """Every mount stacked exactly at `path`, bottom first."""
+    target = os.path.realpath(path)
+    return [e for e in mount_table() if e.mount_point == target]
+
+
 def mounts_of(device: str) -> list[MountEntry]:
     dev = os.path.realpath(device)
     return [e for e in mount_table() if e.source == dev]

@@ -1,7 +1,8 @@
 """CSI Node service: stage (format if blank, mount), publish (bind mount), stats, expansion.
 
 Unpublish and unstage succeed when the target is already gone, so pods never hang
-in Terminating because of us.
+in Terminating because of us, and unmount only what is the volume's own (its device, a bind
+of it): a target holding anything else is answered, never unmounted.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         wire.require(volume_id=request.volume_id, staging_target_path=request.staging_target_path)
         wire.require_paths(staging_target_path=request.staging_target_path)
         with self._locks.hold(request.volume_id):
-            mounts.unmount(request.staging_target_path)
+            self._unmount_own(request.volume_id, request.staging_target_path)
             self._backend.node_release(request.volume_id)
         return csi_pb2.NodeUnstageVolumeResponse()
 
@@ -152,9 +153,25 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         wire.require(volume_id=request.volume_id, target_path=request.target_path)
         wire.require_paths(target_path=request.target_path)
         with self._locks.hold(request.volume_id):
-            mounts.unmount(request.target_path)
+            self._unmount_own(request.volume_id, request.target_path)
             mounts.remove_path(request.target_path)
         return csi_pb2.NodeUnpublishVolumeResponse()
+
+    def _unmount_own(self, volume_id: str, target: str) -> None:
+        """Unmount `target` only if what is mounted there is this volume's (its device, a bind of it);
+        nothing mounted is success (idempotent). Someone else's mount is never touched: a volume that
+        does not exist is NOT_FOUND, another volume or filesystem is FAILED_PRECONDITION."""
+        stacked = mounts.mounts_at(target)
+        if not stacked:
+            return
+        devices = self._backend.node_devices(volume_id)  # VolumeNotFound: NOT_FOUND, nothing touched
+        foreign = [m for m in stacked if devices is not None and not _of_devices(m, devices)]
+        if foreign:
+            raise FailedPrecondition(
+                f"{target} holds {foreign[0].source} ({foreign[0].fstype}), not volume {volume_id}; "
+                "left mounted"
+            )
+        mounts.unmount(target)
 
     @rpc
     def NodeGetVolumeStats(
@@ -251,6 +268,12 @@ def _published_elsewhere(access_type: str, source: str, target: str) -> list[str
             e for e in table if staged is not None and (e.source, e.root) == (staged.source, staged.root)
         ]
     return [e.mount_point for e in binds if e.mount_point not in here]
+
+
+def _of_devices(entry: mounts.MountEntry, devices: frozenset[str]) -> bool:
+    """A mount of one of `devices`: the filesystem on it (or a bind of a directory in it), or a bind
+    of the device file itself (block volumes)."""
+    return entry.source in devices or any(mounts.is_device_bind(entry, d) for d in devices)
 
 
 def _healthy() -> csi_pb2.VolumeCondition:

@@ -56,8 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "down":
         stopped = node.down()
         print(f"node environment down; stopped {len(stopped)} daemons: {', '.join(stopped) or '-'}")
+        if node.evidence:
+            print("found dead or wedged: " + "; ".join(map(str, node.faults)))
+            print(f"evidence (logs, conntrack, coverage, cores, backtraces) kept in {node.evidence}")
+            return 1
         return 0
     if args.command == "status":
+        if node.env_file.exists() and node.check():
+            print("found dead or wedged: " + "; ".join(map(str, node.faults)))
+            print(f"evidence kept in {node.evidence}")
+            return 1
         if node.is_up():
             print(node.env_file.read_text(), end="")
             return 0

@@ -97,8 +97,8 @@ def stop(rec: DaemonRecord, timeout: float = 10.0) -> bool:
     return True
 
 
-def run_checked(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
-    proc = subprocess.run(list(argv), capture_output=True, text=True, env=dict(env) if env else None)
+def run_checked(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, env=dict(env) if env else None, cwd=cwd)
     if proc.returncode != 0:
         raise DaemonError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
     return proc.stdout
@@ -107,9 +107,13 @@ def run_checked(argv: Sequence[str], env: Mapping[str, str] | None = None) -> st
 def start_detaching(
     name: str, argv: Sequence[str], pidfile: Path, env: Mapping[str, str], table: DaemonTable
 ) -> DaemonRecord:
-    """Start an OVS/OVN daemon that daemonizes itself (--detach --pidfile)."""
+    """Start an OVS/OVN daemon that daemonizes itself (--detach --pidfile).
+
+    It may dump core (RLIMIT_CORE unlimited, set by prlimit for it alone) and stays in the pidfile's
+    directory (--no-chdir), where a relative kernel.core_pattern puts the core (nodeenv.evidence)."""
     pidfile.unlink(missing_ok=True)
-    run_checked([*argv, f"--pidfile={pidfile}", "--detach"], env)
+    detach = [f"--pidfile={pidfile}", "--detach", "--no-chdir"]
+    run_checked(["prlimit", "--core=unlimited", "--", *argv, *detach], env, cwd=pidfile.parent)
     rec = DaemonRecord(name=name, pid=int(pidfile.read_text().strip()), exe=Path(argv[0]).name)
     table.add(rec)
     return rec

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nodeenv.daemons import DaemonTable, is_alive
+from nodeenv.evidence import Fault, find_faults, keep_evidence
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,9 @@ class Node:
     settings: NodeSettings
     components: Sequence[Component]
     endpoints: dict[str, str] = field(default_factory=dict)
+    evidence: Path | None = None
+    """Where the evidence of a dead or wedged daemon was kept (nodeenv.evidence), once one was."""
+    faults: list[Fault] = field(default_factory=list)
 
     @property
     def run_dir(self) -> Path:
@@ -118,11 +122,26 @@ class Node:
             if tail:
                 log.error("last lines of %s:\n  %s", logfile.relative_to(self.run_dir), "\n  ".join(tail))
 
+    def check(self, probe: tuple[str, ...] | None = None) -> list[Fault]:
+        """Dead or wedged daemons; the first time any are found, their evidence is kept."""
+        found = find_faults(self.daemons.load(), self.run_dir / "ovs", probe)
+        if found:
+            self.keep_evidence(found)
+        return found
+
+    def keep_evidence(self, found: list[Fault]) -> Path:
+        """Copy logs, daemon state and cores out of the run dir (again into the same place)."""
+        self.faults = found
+        self.evidence = keep_evidence(self.run_dir, self.daemons.load(), found, self.evidence)
+        return self.evidence
+
     def down(self) -> list[str]:
         if self.env_file.exists():
             self.endpoints = read_env_file(self.env_file)
         elif self.env_file.with_suffix(".partial").exists():
             self.endpoints = read_env_file(self.env_file.with_suffix(".partial"))
+        if self.run_dir.exists():
+            self.check()  # before stopping: a daemon dead now is evidence, its logs go with the run dir
         stopped = self.daemons.stop_all()
         for component in reversed(self.components):
             try:

@@ -59,40 +59,13 @@ class OvnStack:
         ovs_dir = node.path("ovs", "x").parent
         if not Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
             (ovs_dir / "datapath-created").touch()
-        env = {**node.process_env(), **self._rundirs(ovs_dir)}
+        env = {**node.process_env(), **rundirs(ovs_dir)}
         sock = {db: ovs_dir / f"{db}.sock" for db in ("ovs", "nb", "sb")}
         for db, schema in (("ovs", OVS_SCHEMA), ("nb", NB_SCHEMA), ("sb", SB_SCHEMA)):
-            dbfile = ovs_dir / f"{db}.db"
-            if not dbfile.exists():
-                run_checked(["ovsdb-tool", "create", str(dbfile), str(schema)], env)
-            start_detaching(
-                f"ovsdb-server-{db}",
-                [
-                    "ovsdb-server",
-                    str(dbfile),
-                    f"--remote=punix:{sock[db]}",
-                    f"--unixctl={ovs_dir / f'ovsdb-{db}.ctl'}",
-                    f"--log-file={ovs_dir / f'ovsdb-{db}.log'}",
-                ],
-                ovs_dir / f"ovsdb-{db}.pid",
-                env,
-                node.daemons,
-            )
+            start_ovsdb(node, db, schema, env)
         ovs_db = f"unix:{sock['ovs']}"
         vsctl = ["ovs-vsctl", f"--db={ovs_db}", "--timeout=10"]
-        run_checked([*vsctl, "--no-wait", "init"], env)
-        start_detaching(
-            "ovs-vswitchd",
-            [
-                "ovs-vswitchd",
-                ovs_db,
-                f"--unixctl={ovs_dir / 'ovs-vswitchd.ctl'}",
-                f"--log-file={ovs_dir / 'ovs-vswitchd.log'}",
-            ],
-            ovs_dir / "ovs-vswitchd.pid",
-            env,
-            node.daemons,
-        )
+        start_vswitchd(node, env)
         start_detaching(
             "ovn-northd",
             [
@@ -160,7 +133,7 @@ class OvnStack:
             "OVN_SB_DB": f"unix:{sock['sb']}",
             "OVS_BRIDGE": bridge,
             "OVN_CHASSIS": s.system_id,
-            **self._rundirs(ovs_dir),
+            **rundirs(ovs_dir),
         }
 
     def cleanup(self, node: Node) -> None:
@@ -175,17 +148,52 @@ class OvnStack:
         if (node.run_dir / "ovs" / "datapath-created").exists():
             subprocess.run(["ip", "link", "del", USERSPACE_DATAPATH_DEV], capture_output=True)
 
-    @staticmethod
-    def _rundirs(ovs_dir: Path) -> dict[str, str]:
-        d = str(ovs_dir)
-        return {
-            "OVS_RUNDIR": d,
-            "OVS_LOGDIR": d,
-            "OVS_DBDIR": d,
-            "OVN_RUNDIR": d,
-            "OVN_LOGDIR": d,
-            "OVN_DBDIR": d,
-        }
+
+def rundirs(ovs_dir: Path) -> dict[str, str]:
+    d = str(ovs_dir)
+    return {k: d for k in ("OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVN_RUNDIR", "OVN_LOGDIR", "OVN_DBDIR")}
+
+
+def start_ovsdb(node: Node, db: str, schema: Path, env: dict[str, str]) -> str:
+    """ovsdb-server for one database (`ovs`, `nb`, `sb`) on <ovs dir>/<db>.sock; returns its remote."""
+    ovs_dir = node.path("ovs", "x").parent
+    dbfile, sock = ovs_dir / f"{db}.db", ovs_dir / f"{db}.sock"
+    if not dbfile.exists():
+        run_checked(["ovsdb-tool", "create", str(dbfile), str(schema)], env)
+    start_detaching(
+        f"ovsdb-server-{db}",
+        [
+            "ovsdb-server",
+            str(dbfile),
+            f"--remote=punix:{sock}",
+            f"--unixctl={ovs_dir / f'ovsdb-{db}.ctl'}",
+            f"--log-file={ovs_dir / f'ovsdb-{db}.log'}",
+        ],
+        ovs_dir / f"ovsdb-{db}.pid",
+        env,
+        node.daemons,
+    )
+    return f"unix:{sock}"
+
+
+def start_vswitchd(node: Node, env: dict[str, str]) -> dict[str, str]:
+    """ovs-vswitchd on the node's Open_vSwitch database (initialised here); no bridge yet."""
+    ovs_dir = node.path("ovs", "x").parent
+    ovs_db = f"unix:{ovs_dir / 'ovs.sock'}"
+    run_checked(["ovs-vsctl", f"--db={ovs_db}", "--timeout=10", "--no-wait", "init"], env)
+    start_detaching(
+        "ovs-vswitchd",
+        [
+            "ovs-vswitchd",
+            ovs_db,
+            f"--unixctl={ovs_dir / 'ovs-vswitchd.ctl'}",
+            f"--log-file={ovs_dir / 'ovs-vswitchd.log'}",
+        ],
+        ovs_dir / "ovs-vswitchd.pid",
+        env,
+        node.daemons,
+    )
+    return rundirs(ovs_dir)
 
 
 def _wait_for_bridge(bridge: str, vswitchd_log: Path, timeout: float = 10.0) -> None:

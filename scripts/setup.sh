@@ -10,6 +10,7 @@ APT_PACKAGES=(
   iproute2 ethtool e2fsprogs xfsprogs util-linux mount kmod iptables
   iputils-ping containernetworking-plugins procps python3-openvswitch
   dnsperf knot bind9-dnsutils
+  gdb  # nodeenv.evidence: backtraces of OVS/OVN cores
   podman runc busybox-static  # a real runtime for the CNI tests (runc: crun 1.8 refuses hybrid cgroups)
   mmdebstrap  # make image: the Debian base image, made from this machine's apt sources
 )

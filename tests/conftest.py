@@ -66,9 +66,34 @@ def ovn_node(short_tmp: Path) -> Iterator[Node]:
         yield node
     finally:
         node.down()
+        if node.evidence:
+            pytest.fail(f"node environment: {'; '.join(map(str, node.faults))}; evidence in {node.evidence}")
         # `make node-down` must leave nothing behind: checked at the end of every session.
         left = [r.name for r in records if is_alive(r)]
         left += [settings.bridge] if Path(f"/sys/class/net/{settings.bridge}").exists() else []
         left += [str(settings.run_dir)] if settings.run_dir.exists() else []
         if left:
             pytest.fail(f"node environment teardown left behind: {', '.join(left)}")
+
+
+STACK_PROBED = ("ovs-vswitchd", "ovn-controller")
+"""Asked `version` after every test on the OVN node: the datapath's daemons (the others: alive?)."""
+
+
+@pytest.fixture(autouse=True)
+def _node_daemons_alive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the session's OVN node: every daemon alive and ovs-vswitchd/ovn-controller
+    answering, else the test errors naming the daemon and where its evidence was kept (logs,
+    conntrack, coverage, core + backtrace); later tests fail at once instead of timing out."""
+    if "ovn_node" not in request.fixturenames:
+        yield
+        return
+    node: Node = request.getfixturevalue("ovn_node")
+    if node.evidence:
+        pytest.fail(
+            f"node environment broken earlier ({'; '.join(map(str, node.faults))}); see {node.evidence}"
+        )
+    yield
+    found = node.check(probe=STACK_PROBED)
+    if found:
+        pytest.fail(f"{'; '.join(map(str, found))}: evidence kept in {node.evidence}")

@@ -157,6 +157,11 @@ class VolumeBackend(Protocol):
     def node_release(self, volume_id: str) -> None:
         """Node side, after unstage: let go of what node_device set up on its own."""
 
+    def node_devices(self, volume_id: str) -> frozenset[str] | None:
+        """Node side: the block devices (real paths) the volume has on this node now, never attaching
+        one: unstage/unpublish check a mount is the volume's before unmounting it. None when the
+        backend cannot tell; raise VolumeNotFound for a volume that does not exist."""
+
     def node_refresh(self, volume_id: str, device: str) -> int:
         """Node side, after an expansion: make the device see its new size; returns it in bytes."""
 

@@ -227,6 +227,10 @@ class LightningStorBackend:
     def node_release(self, volume_id: str) -> None:
         """Nothing: the attachment belongs to ControllerUnpublishVolume (DetachVolume)."""
 
+    def node_devices(self, volume_id: str) -> frozenset[str] | None:
+        """None: the device path only travels in the publish_context, which unstage/unpublish lack."""
+        return None
+
     def node_refresh(self, volume_id: str, device: str) -> int:
         """The service resizes the attached device itself; read the size the kernel now sees."""
         name = os.path.basename(os.path.realpath(device))

@@ -379,6 +379,10 @@ class LocalBackend(GroupSnapshots):
         if rec is not None and not rec.get("published"):
             self._devices.detach_all(self.volume_file(volume_id))
 
+    def node_devices(self, volume_id: str) -> frozenset[str] | None:
+        self.get_volume(volume_id)
+        return frozenset(os.path.realpath(d) for d in loopdev.find(self.volume_file(volume_id)))
+
     def node_refresh(self, volume_id: str, device: str) -> int:
         return loopdev.refresh(device)
 

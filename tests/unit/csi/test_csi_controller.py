@@ -127,6 +127,9 @@ class MemoryBackend:
 
     def node_release(self, volume_id: str) -> None: ...
 
+    def node_devices(self, volume_id: str) -> frozenset[str] | None:
+        return None
+
     def node_refresh(self, volume_id: str, device: str) -> int:
         return 0
 

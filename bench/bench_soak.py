@@ -1,0 +1,147 @@
+"""Soak: mixed churn through the real callers for SOAK_MINUTES (default 30), sampling every daemon
+(issue 20 item 3).
+
+A private node environment with every component `make node-up` starts (own run dir, bridge
+br-k8ssoak). Churn (bench/soak_churn.py), one action every SOAK_STEP seconds (default 1) in rotation:
+pods ADDed/DELeted by the installed `prismnet` executable, LoadBalancer Services with EndpointSlices
+created and deleted with kubectl on the API double, NetworkPolicies replaced, project namespaces
+created and deleted, a whole CSI volume lifecycle with a snapshot over the gRPC socket, 20 cluster DNS
+queries, 10 TokenReviews over mTLS. Every SOAK_SAMPLE seconds (default 60; a fifth of the run when
+shorter): RSS, fds, threads, CPU of every daemon; work-queue depths; NB/SB row counts
+(bench/soak_sampler.py). After the churn stops and everything is deleted: seconds until every queue
+is empty (target 5 s), the invariants (CNI: NB ports = OVS ports = kernel links = no pod, no
+duplicate IP, egress set; no fiberlb LB row, no netpol ACL/port group, no CSI loop device, mount or
+directory left), and per daemon the RSS and fd slope per hour after warm-up (the first third) with a
+verdict (daemons of ours: <= 5 MB/h RSS, no fd growth). A dead or wedged daemon ends the run and
+names its kept evidence.
+
+    flock /tmp/k8shost-ovn.lock make bench BENCH=soak      # SOAK_MINUTES=3 for a short run
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.bench_cni import ours_invariants
+from bench.soak_churn import Churn, csi_leftovers
+from bench.soak_sampler import Sample, queue_depths, take, verdict_table
+from nodeenv.components import default_components
+from nodeenv.node import Node, NodeSettings
+
+MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
+STEP = float(os.environ.get("SOAK_STEP", "1"))
+SAMPLE = float(os.environ.get("SOAK_SAMPLE", str(min(60.0, MINUTES * 60 / 5))))
+
+
+def churn_for(node: Node, churn: Churn, samples: list[Sample]) -> str:
+    t0 = time.monotonic()
+    next_sample, problem = t0, ""
+    while time.monotonic() - t0 < MINUTES * 60 and not problem:
+        if time.monotonic() >= next_sample:
+            samples.append(take(node, time.monotonic() - t0))
+            next_sample += SAMPLE
+            found = node.check()
+            problem = "; ".join(map(str, found))
+        churn.step()
+        time.sleep(max(0.0, STEP - (time.monotonic() - t0) % STEP))
+    return problem
+
+
+def drained(node: Node, timeout: float = 60) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        depths = queue_depths(node.endpoints)
+        if depths and not any(depths.values()):
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    return float("inf")
+
+
+def leftovers(node: Node) -> list[str]:
+    e, out = node.endpoints, ours_invariants(node)(set())
+    nb = ["ovn-nbctl", f"--db={e['OVN_NB_DB']}", "--bare", "--columns=name"]
+    lbs = [
+        n
+        for n in subprocess.run([*nb, "list", "Load_Balancer"], capture_output=True, text=True).stdout.split()
+        if n.startswith("fiberlb:default/s")
+    ]
+    pgs = [
+        n
+        for n in subprocess.run([*nb, "list", "Port_Group"], capture_output=True, text=True).stdout.split()
+        if n.startswith("pn_np")
+    ]
+    out += [f"LB rows left: {lbs[:3]}"] if lbs else []
+    out += [f"netpol port groups left: {pgs[:3]}"] if pgs else []
+    out += [f"CSI left: {x}" for x in csi_leftovers(e)[:3]]
+    return out
+
+
+def report(churn: Churn, samples: list[Sample], drain: float, problems: list[str], took: float) -> None:
+    print(f"soak: {took / 60:.1f} min of churn, one action every {STEP:g} s; samples every {SAMPLE:g} s")
+    print("  churn counts: " + ", ".join(f"{k} {v}" for k, v in sorted(churn.counts.items())))
+    for err, n in churn.errors.most_common(5):
+        print(f"  churn error x{n}: {err}")
+    first, last = samples[0], samples[-1]
+    print(
+        "  NB/SB rows first > last: "
+        + ", ".join(f"{k} {first.rows.get(k, 0)}>{v}" for k, v in last.rows.items())
+    )
+    print(
+        f"  queue depths (max during churn): {max_depths(samples)}; "
+        f"drained {drain:.1f} s after the churn stopped (target 5 s)"
+    )
+    print(f"  invariants after deleting everything: {problems or 'OK (nothing leaked or duplicated)'}")
+    lines, ok = verdict_table(samples, warmup=took / 3)
+    print("\n".join(lines))
+    print(
+        f"  verdict: {'every target met' if ok and drain <= 5 and not problems else 'TARGET MISSED'}"
+        + (
+            " (slopes from a run this short are noise-bound; the lead's 30-minute run decides)"
+            if took < 1200
+            else ""
+        )
+    )
+
+
+def max_depths(samples: list[Sample]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for s in samples:
+        for k, v in s.queues.items():
+            out[k] = max(out.get(k, 0.0), v)
+    return out
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="k8sh-soak-", dir="/tmp"))
+    settings = NodeSettings(
+        run_dir=tmp / "node", bridge="br-k8ssoak", system_id="k8shost-soak", install_root=tmp / "root"
+    )
+    node = Node(settings, default_components(settings))
+    node.up()
+    samples: list[Sample] = []
+    try:
+        churn = Churn(node)
+        t0 = time.monotonic()
+        problem = churn_for(node, churn, samples)
+        took = time.monotonic() - t0
+        churn.finish()
+        drain = drained(node)
+        time.sleep(3)  # OVN catches up with the deletes
+        samples.append(take(node, time.monotonic() - t0))
+        report(churn, samples, drain, leftovers(node), took)
+        if problem:
+            print(f"  DAEMON FAILED: {problem}; evidence in {node.evidence}")
+    finally:
+        node.down()
+        if node.evidence:
+            print(f"  evidence kept in {node.evidence}")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
