@@ -72,14 +72,14 @@ def runner_factory(kube_api: KubeApiHandle, short_tmp: Path) -> Iterator[Callabl
         runner.shutdown()
 
 
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait_for(check: Callable[[], Any], timeout: float, what: str, seen: Callable[[], str] = str) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = check()
         if got:
             return got
         time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
+    pytest.fail(f"timed out after {timeout:g}s waiting for {what}; {seen()}")
 
 
 def pods(api: KubeApiHandle) -> dict[str, dict[str, Any]]:
