@@ -56,7 +56,8 @@ def token_request(body: Any, namespace: str, name: str, tokens: Tokens) -> dict[
     Simplified: an opaque token of the double's token table (not a JWT), no audiences or expiry."""
     if not isinstance(body, dict) or body.get("kind", "TokenRequest") != "TokenRequest":
         raise BadRequest("the body must be a TokenRequest")
-    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
+    raw = body.get("spec")
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
     seconds = spec.get("expirationSeconds") or 3600
     if not isinstance(seconds, int) or seconds < 600:
         raise BadRequest(

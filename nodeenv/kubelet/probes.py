@@ -22,6 +22,7 @@ Obj = dict[str, Any]
 Exec = Callable[[list[str], float], tuple[int, str]]
 """(command, timeout) -> (exit code, output), in the container."""
 KINDS = ("startupProbe", "livenessProbe", "readinessProbe")
+_SERVING = health_pb2.HealthCheckResponse.ServingStatus
 LABEL = {"startupProbe": "Startup", "livenessProbe": "Liveness", "readinessProbe": "Readiness"}
 
 
@@ -78,7 +79,7 @@ def _grpc(probe: Obj, pod_ip: str, timeout: float) -> tuple[bool, str]:
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
         return (
             False,
-            f"service unhealthy (responded with {health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)})",
+            f"service unhealthy (responded with {_SERVING.Name(reply.status)})",
         )
     return True, ""
 

@@ -48,7 +48,9 @@ class RunnerSettings:
     hosts: tuple[tuple[str, str], ...] = ()
     """The node's /etc/hosts entries, given to host-network pods."""
     period: float = 1.0
-    labels: Mapping[str, str] = field(default_factory=lambda: {"node-role.kubernetes.io/control-plane": "true"})
+    labels: Mapping[str, str] = field(
+        default_factory=lambda: {"node-role.kubernetes.io/control-plane": "true"}
+    )
     """The Node's labels; a k3s server's by default."""
 
 
@@ -161,8 +163,10 @@ class PodRuntime:
         try:
             env = container_env(self.runner.lookup, self.ctx(), c)
             spec = self.pod["spec"]
-            placement = Placement(network="host", host_pid=bool(spec.get("hostPID")),
-                                  hostname=self.pod["metadata"]["name"], hosts=self.runner.settings.hosts)  # fmt: skip
+            placement = Placement(
+                network="host", host_pid=bool(spec.get("hostPID")),
+                hostname=self.pod["metadata"]["name"], hosts=self.runner.settings.hosts,
+            )  # fmt: skip
             args, penv = run_args(self.pod, c, env, self.volumes.mounts(c), placement, self.cname(c["name"]))
         except (ConfigError, ValueError) as e:
             self.report(st, "CreateContainerConfigError", str(e))
@@ -312,7 +316,7 @@ class Runner:
         if self.client.request("GET", f"{CORE}/nodes")["items"] and self._node_exists():
             return
         node = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": s.node_name, "labels": {**s.labels, "kubernetes.io/hostname": s.node_name,
+                "metadata": {"name": s.node_name, "labels": {**s.labels, "kubernetes.io/hostname": s.node_name,  # noqa: E501
                                                              "kubernetes.io/os": "linux"}}}  # fmt: skip
         self.client.request("POST", f"{CORE}/nodes", node)
         status = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",

@@ -61,7 +61,8 @@ def pod_status(
     failed_init = [c for c in init if c.state.get("terminated", {}).get("exitCode", 0) != 0]
     phase = "Running" if initialized and running else "Pending"
     ready_msg = f"containers with unready status: [{' '.join(not_ready)}]"
-    init_msg = f"containers with incomplete status: [{' '.join(c.name for c in init if c.state.get('terminated', {}).get('exitCode') != 0)}]"
+    incomplete = [c.name for c in init if c.state.get("terminated", {}).get("exitCode") != 0]
+    init_msg = f"containers with incomplete status: [{' '.join(incomplete)}]"
     conditions = [
         _cond("PodReadyToStartContainers", sandbox),
         _cond("Initialized", initialized, "ContainersNotInitialized", init_msg),

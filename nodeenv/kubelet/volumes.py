@@ -59,7 +59,7 @@ class PodVolumes:
     def _make(self, ctx: PodContext, vol: Obj) -> Path:
         if "hostPath" in vol:
             return self._host_path(vol["hostPath"])
-        target = self.pod_dir / "volumes" / vol["name"]
+        target: Path = self.pod_dir / "volumes" / vol["name"]
         target.mkdir(parents=True, exist_ok=True)
         ns = ctx.pod["metadata"]["namespace"]
         if "emptyDir" in vol:

@@ -28,14 +28,25 @@ NS = "kube-system"
 
 def webhook_secrets(api: KubeApiHandle, pki: Path) -> dict[str, Any]:
     """`iam-webhook gen-dev-pki` and the three objects README install step 4 creates from it."""
-    out = subprocess.run([".venv/bin/iam-webhook", "gen-dev-pki", "--out", str(pki), "--server-name", "127.0.0.1",
-                          "--url", "https://127.0.0.1:3000/apis/iam.plasmacloud.io/v1/authenticate"],
+    url = "https://127.0.0.1:3000/apis/iam.plasmacloud.io/v1/authenticate"
+    out = subprocess.run([".venv/bin/iam-webhook", "gen-dev-pki", "--out", str(pki), "--server-name",
+                          "127.0.0.1", "--url", url],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     files: dict[str, Any] = json.loads(out)
     kubectl(api, "-n", NS, "create", "secret", "tls", "iam-webhook-tls",
             f"--cert={pki / 'server.crt'}", f"--key={pki / 'server.key'}")  # fmt: skip
-    kubectl(api, "-n", NS, "create", "secret", "generic", "iam-webhook-client-ca", f"--from-file={pki / 'ca.crt'}")
-    kubectl(api, "-n", NS, "create", "configmap", "iam-webhook-keys", f"--from-file=keys.pem={files['signing_pub']}")
+    kubectl(
+        api, "-n", NS, "create", "secret", "generic", "iam-webhook-client-ca", f"--from-file={pki / 'ca.crt'}"
+    )
+    kubectl(
+        api,
+        "-n",
+        NS,
+        "create",
+        "configmap",
+        "iam-webhook-keys",
+        f"--from-file=keys.pem={files['signing_pub']}",
+    )
     return files
 
 

@@ -31,7 +31,9 @@ def _review(pki: Path, token: str) -> dict[str, Any]:
     cfg = yaml.safe_load((K3S / "iam-webhook.yaml").read_text())
     cluster, user = cfg["clusters"][0]["cluster"], cfg["users"][0]["user"]
     ctx = ssl.create_default_context(cafile=str(pki / Path(cluster["certificate-authority"]).name))
-    ctx.load_cert_chain(str(pki / Path(user["client-certificate"]).name), str(pki / Path(user["client-key"]).name))
+    ctx.load_cert_chain(
+        str(pki / Path(user["client-certificate"]).name), str(pki / Path(user["client-key"]).name)
+    )
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
     req = urllib.request.Request(cluster["server"], data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})  # fmt: skip
@@ -46,7 +48,9 @@ def test_host_network_workloads_ready_through_their_probes(kube_api, applied: Pa
     # `tcp:prismnet-server:6641` (base/config.yaml) fails in fiberlb/netpol ("Could not retrieve
     # schema"), so the endpoints are set to an address, as README install step 2 allows.
     patch = {"data": {"OVN_NB_DB": "tcp:127.0.0.1:6641", "OVN_SB_DB": "tcp:127.0.0.1:6642"}}
-    kubectl(kube_api, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge", "-p", json.dumps(patch))
+    kubectl(
+        kube_api, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge", "-p", json.dumps(patch)
+    )
     runner_factory(hosts=(("prismnet-server", "127.0.0.1"),))
 
     def all_ready() -> dict[str, Any] | None:
@@ -56,15 +60,23 @@ def test_host_network_workloads_ready_through_their_probes(kube_api, applied: Pa
         all_ready.last = got  # type: ignore[attr-defined]
         return ps if got == HOST_NETWORK_OURS else None
 
-    ps = wait_for(all_ready, 60, f"one Ready pod of each of {sorted(HOST_NETWORK_OURS)}",
-                  lambda: f"Ready: {all_ready.last}")  # type: ignore[attr-defined]
+    ps = wait_for(
+        all_ready,
+        60,
+        f"one Ready pod of each of {sorted(HOST_NETWORK_OURS)}",
+        lambda: f"Ready: {all_ready.last}",
+    )  # type: ignore[attr-defined]
     for name, p in ps.items():
         if conditions(p).get("Ready") == "True":
             assert p["status"]["phase"] == "Running" and p["status"]["podIP"] == "127.0.0.1"
             statuses = p["status"]["containerStatuses"]
             assert all(s["ready"] and "running" in s["state"] for s in statuses), name
     # the second replica of a host-network Deployment does not fit a one-node cluster (its host ports)
-    second = [p for n, p in ps.items() if n.startswith("fiberlb-controller-") and conditions(p).get("Ready") != "True"]
+    second = [
+        p
+        for n, p in ps.items()
+        if n.startswith("fiberlb-controller-") and conditions(p).get("Ready") != "True"
+    ]
     assert [conditions(p).get("PodScheduled") for p in second] == ["False"]
     assert "didn't have free ports" in second[0]["status"]["conditions"][0]["message"]
     table = kubectl(kube_api, "get", "pods", "-n", NS, "-l", "app.kubernetes.io/part-of=k8shost")
@@ -75,9 +87,10 @@ def test_host_network_workloads_ready_through_their_probes(kube_api, applied: Pa
     env = ps[next(n for n in ps if n.startswith("iam-webhook-"))]["spec"]["containers"][0]["env"]
     cm = kube_api.get("configmaps", NS, "iam-webhook-config")
     assert cm is not None and any(e["name"] == "IAM_ISSUER" for e in env)
-    token = subprocess.run(
-        [".venv/bin/iam-webhook", "mint", "--key", str(pki / "signing.key"), "--issuer", cm["data"]["IAM_ISSUER"],
-         "--audience", cm["data"]["IAM_AUDIENCE"], "--sub", "user-1", "--email", "a@example.com", "--org", "org-1",
-         "--project", "p-1"], capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    mint = [".venv/bin/iam-webhook", "mint", "--key", str(pki / "signing.key"),
+            "--issuer", cm["data"]["IAM_ISSUER"], "--audience", cm["data"]["IAM_AUDIENCE"],
+            "--sub", "user-1", "--email", "a@example.com",
+            "--org", "org-1", "--project", "p-1"]  # fmt: skip
+    token = subprocess.run(mint, capture_output=True, text=True, check=True).stdout.strip()
     assert _review(pki, token)["status"]["authenticated"] is True
     assert _review(pki, token[:-4] + "AAAA")["status"]["authenticated"] is False
