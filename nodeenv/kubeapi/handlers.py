@@ -83,6 +83,9 @@ async def list_(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
 
 async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Kind) -> web.StreamResponse:
     body = await _body(request)
+    if info.subresource == "token":
+        st.resources.get(kind, info.namespace, info.name)  # 404 for an unknown service account
+        return respond(reviews.token_request(body, info.namespace, info.name, st.tokens), 201)
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
     request[WARNINGS] = strict.check(kind, body, request.query)

@@ -4,13 +4,15 @@
 - authorization.k8s.io/v1 SelfSubjectAccessReview (`kubectl auth can-i`): whether the caller may do
   spec.resourceAttributes, decided by the RBAC authorizer from the Roles and bindings in the store
   when the double enforces RBAC; without enforcement every request is allowed, and the review says so.
+- authentication.k8s.io/v1 TokenRequest, the serviceaccounts/token subresource (`token_request`).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodeenv.kubeapi.auth import User
+from nodeenv.kubeapi.auth import Tokens, User
 from nodeenv.kubeapi.errors import BadRequest
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.rbac import Authorizer
@@ -46,3 +48,26 @@ def review(kind: Kind, body: Any, user: User, authorizer: Authorizer | None) -> 
     else:
         out["status"] = {"allowed": False}
     return out
+
+
+def token_request(body: Any, namespace: str, name: str, tokens: Tokens) -> dict[str, Any]:
+    """authentication.k8s.io/v1 TokenRequest (POST serviceaccounts/<name>/token, kubelet's call for
+    projected tokens): a bearer token authenticating as `system:serviceaccount:<ns>:<name>`.
+    Simplified: an opaque token of the double's token table (not a JWT), no audiences or expiry."""
+    if not isinstance(body, dict) or body.get("kind", "TokenRequest") != "TokenRequest":
+        raise BadRequest("the body must be a TokenRequest")
+    raw = body.get("spec")
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    seconds = spec.get("expirationSeconds") or 3600
+    if not isinstance(seconds, int) or seconds < 600:
+        raise BadRequest(
+            "spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes"
+        )
+    expiry = datetime.now(UTC) + timedelta(seconds=seconds)
+    return {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+        "spec": {**spec, "expirationSeconds": seconds},
+        "status": {"token": tokens.token_for(f"system:serviceaccount:{namespace}:{name}"),
+                   "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    }  # fmt: skip

@@ -4,6 +4,7 @@
 /api/v1/namespaces/<ns>/<plural>[/<name>[/<sub>]]              kind across all namespaces
 /apis/<group>/<version>/...                                    the same for named groups
 /api/v1/watch/...                                              the deprecated watch prefix
+/api/v1/namespaces/<ns>/serviceaccounts/<name>/token           TokenRequest (POST only)
 The verb comes from the method: GET get/list/watch, POST create, PUT update, PATCH patch,
 DELETE delete/deletecollection.
 """
@@ -71,10 +72,15 @@ def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]
         raise _not_found()
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
-    if sub and (sub != "status" or not kind.status):
+    token = sub == "token" and kind.plural == "serviceaccounts" and kind.group == ""
+    if sub and not token and (sub != "status" or not kind.status):
         raise _not_found()
-    verb = _verb(method, bool(name), watch_prefix or _truthy(query.get("watch")))
-    if (sub and verb not in ("get", "update", "patch")) or (kind.virtual and verb != "create"):
+    if token and method == "POST":
+        verb = "create"
+    else:
+        verb = _verb(method, bool(name), watch_prefix or _truthy(query.get("watch")))
+    allowed = ("create",) if token else ("get", "update", "patch")
+    if (sub and verb not in allowed) or (kind.virtual and verb != "create"):
         raise method_not_allowed()
     return RequestInfo(
         verb=verb, group=group, version=version, resource=kind.plural, subresource=sub,

@@ -1,0 +1,425 @@
+"""The loop: workloads -> Pods (controllers.py), then for each Pod bound to this node, what kubelet
+does: volumes, init containers one by one to completion, then the containers, probes, restarts
+(restartPolicy Always, liveness failures) and the Pod's status written back.
+
+Everything it cannot do for a container is named once in its log, with the pod, the container
+and kubelet's reason (ErrImageNeverPull, CreateContainerConfigError, StartError, Unhealthy, ...),
+and in the container's status."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import threading
+import time
+import urllib.parse
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodeenv.kubelet import controllers
+from nodeenv.kubelet.apiclient import ApiError, KubeClient
+from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
+from nodeenv.kubelet.notbooted import not_booted
+from nodeenv.kubelet.podman_args import Placement, run_args
+from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
+from nodeenv.kubelet.status import ContainerState, now, pod_status, unschedulable
+from nodeenv.kubelet.volumes import NodeRoot, PodVolumes, TokenSource
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+CORE, APPS = "/api/v1", "/apis/apps/v1"
+RUNNER_LABEL = "io.k8shost.runner"
+_PLURAL = {"DaemonSet": "daemonsets", "Deployment": "deployments", "StatefulSet": "statefulsets"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerSettings:
+    node_name: str
+    node_ip: str = "127.0.0.1"
+    node_root: Path
+    """hostPath volumes live under it (volumes.NodeRoot)."""
+    state_dir: Path
+    """Pod directories (volumes)."""
+    podman_env: Mapping[str, str]
+    hosts: tuple[tuple[str, str], ...] = ()
+    """The node's /etc/hosts entries, given to host-network pods."""
+    period: float = 1.0
+    labels: Mapping[str, str] = field(
+        default_factory=lambda: {"node-role.kubernetes.io/control-plane": "true"}
+    )
+    """The Node's labels; a k3s server's by default."""
+
+
+class Podman:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **env}
+
+    def __call__(
+        self, *args: str, extra_env: Mapping[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["podman", *args],
+            env={**self.env, **(extra_env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def states(self, runner_id: str) -> dict[str, Obj]:
+        out = self("ps", "-a", "--format", "json", "--filter", f"label={RUNNER_LABEL}={runner_id}").stdout
+        return {c["Names"][0]: c for c in json.loads(out or "[]")}
+
+
+def _reason(stderr: str) -> tuple[str, str]:
+    msg = stderr.strip().splitlines()[-1] if stderr.strip() else "podman failed"
+    if "image not known" in msg or "unable to find" in msg.lower():
+        return (
+            "ErrImageNeverPull",
+            f"image is not present with pull policy of Never (no registry here): {msg}",
+        )
+    if "executable file not found" in msg or "no such file or directory" in msg:
+        return "StartError", msg
+    return "RunContainerError", msg
+
+
+@dataclass
+class PodRuntime:
+    pod: Obj
+    runner: Runner
+    init: list[ContainerState] = field(default_factory=list)
+    main: list[ContainerState] = field(default_factory=list)
+    probes: dict[str, list[ProbeTracker]] = field(default_factory=dict)
+    started_at: str = field(default_factory=now)
+    ready_to_start: bool = False
+    phase_started: bool = False
+    last_status: str = ""
+    volumes: PodVolumes | None = None
+    backoff: dict[str, float] = field(default_factory=dict)
+    """Container name -> when its CrashLoopBackOff ends."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.pod['metadata']['namespace']}/{self.pod['metadata']['name']}"
+
+    def cname(self, container: str) -> str:
+        m = self.pod["metadata"]
+        return f"k8s_{container}_{m['name']}_{m['namespace']}_{m['uid'][:8]}"
+
+    def ctx(self) -> PodContext:
+        s = self.runner.settings
+        host, port = self.runner.api_address
+        return PodContext(pod=self.pod, host_ip=s.node_ip, pod_ip=self.pod_ip, api_host=host, api_port=port)
+
+    @property
+    def pod_ip(self) -> str:
+        return self.runner.settings.node_ip if self.pod["spec"].get("hostNetwork") else ""
+
+    def report(self, state: ContainerState, reason: str, message: str) -> None:
+        if state.state.get("waiting", {}).get("reason") != reason:
+            log.warning("pod %s container %s: %s: %s", self.key, state.name, reason, message)
+        state.waiting(reason, message)
+
+    def boot(self) -> None:
+        """Sandbox, volumes, init containers in order, then the containers (runs on a thread)."""
+        spec = self.pod["spec"]
+        self.init = [ContainerState(c["name"], c["image"]) for c in spec.get("initContainers") or []]
+        self.main = [ContainerState(c["name"], c["image"]) for c in spec["containers"]]
+        if not spec.get("hostNetwork"):
+            for st in self.init + self.main:
+                self.report(
+                    st,
+                    "ContainerCreating",
+                    "network is not ready: container runtime network not ready: "
+                    "NetworkReady=false reason:NetworkPluginNotReady message:cni plugin not initialized",
+                )
+            return
+        self.ready_to_start = True
+        s = self.runner.settings
+        self.volumes = PodVolumes(NodeRoot(s.node_root), s.state_dir / self.pod["metadata"]["uid"],
+                                  self.runner.lookup, self.runner.tokens)  # fmt: skip
+        try:
+            self.volumes.make(self.ctx())
+        except (ConfigError, ApiError) as e:
+            for st in self.init + self.main:
+                self.report(st, "CreateContainerConfigError", str(e))
+            return
+        for c, st in zip(spec.get("initContainers") or [], self.init, strict=True):
+            if not self.run_init(c, st):
+                return
+        for c, st in zip(spec["containers"], self.main, strict=True):
+            self.start(c, st)
+        self.phase_started = True
+
+    def _args(self, c: Obj, st: ContainerState, detach: bool) -> tuple[list[str], dict[str, str]] | None:
+        assert self.volumes is not None
+        why = not_booted(c["image"])
+        if why:
+            self.report(st, "NotBooted", f"{c['image']}: {why}")
+            return None
+        try:
+            env = container_env(self.runner.lookup, self.ctx(), c)
+            spec = self.pod["spec"]
+            placement = Placement(
+                network="host", host_pid=bool(spec.get("hostPID")),
+                hostname=self.pod["metadata"]["name"], hosts=self.runner.settings.hosts,
+            )  # fmt: skip
+            args, penv = run_args(self.pod, c, env, self.volumes.mounts(c), placement, self.cname(c["name"]))
+        except (ConfigError, ValueError) as e:
+            self.report(st, "CreateContainerConfigError", str(e))
+            return None
+        label = ["--label", f"{RUNNER_LABEL}={self.runner.runner_id}"]
+        return ["run", *(["-d"] if detach else []), *label, *args], penv
+
+    def run_init(self, c: Obj, st: ContainerState) -> bool:
+        built = self._args(c, st, detach=False)
+        if built is None:
+            return False
+        self.runner.podman("rm", "-f", self.cname(c["name"]))
+        st.state = {"running": {"startedAt": now()}}
+        proc = self.runner.podman(*built[0], extra_env=built[1], timeout=600)
+        if proc.returncode:
+            reason, msg = (
+                ("Error", proc.stderr.strip()[-500:])
+                if "Error: " not in proc.stderr
+                else _reason(proc.stderr)
+            )
+            st.state = {"terminated": {"exitCode": proc.returncode, "reason": reason, "message": msg}}
+            log.warning(
+                "pod %s init container %s: %s (exit %d): %s", self.key, st.name, reason, proc.returncode, msg
+            )
+            return False
+        st.state = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+        return True
+
+    def start(self, c: Obj, st: ContainerState) -> None:
+        built = self._args(c, st, detach=True)
+        if built is None:
+            return
+        self.runner.podman("rm", "-f", self.cname(c["name"]))
+        proc = self.runner.podman(*built[0], extra_env=built[1])
+        if proc.returncode:
+            reason, msg = _reason(proc.stderr)
+            self.report(st, reason, msg)
+            return
+        st.container_id = proc.stdout.strip()
+        st.state = {"running": {"startedAt": now()}}
+        t = time.monotonic()
+        self.probes[c["name"]] = [ProbeTracker(k, c[k], t) for k in KINDS if k in c]
+        st.started = "startupProbe" not in c
+        st.ready = st.started and "readinessProbe" not in c
+
+    def refresh(self, states: dict[str, Obj]) -> None:
+        """Exited containers: terminated, and restarted (restartPolicy Always) after kubelet's
+        back-off; running ones: their due probes."""
+        if not self.phase_started:
+            return
+        for c, st in zip(self.pod["spec"]["containers"], self.main, strict=True):
+            info = states.get(self.cname(c["name"]))
+            until = self.backoff.get(c["name"])
+            if until is not None and time.monotonic() >= until:
+                del self.backoff[c["name"]]
+                self.start(c, st)
+                continue
+            if info is None or "running" not in st.state:
+                continue
+            if info.get("State") == "exited":
+                code = int(info.get("ExitCode", 0))
+                logs = self.runner.podman("logs", "--tail", "5", self.cname(c["name"])).stderr.strip()
+                st.last_state = {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed",
+                                                "message": logs[-500:]}}  # fmt: skip
+                log.warning("pod %s container %s exited %d: %s", self.key, st.name, code, logs[-300:])
+                self.restart(c, st, "CrashLoopBackOff")
+                continue
+            self.run_probes(c, st)
+
+    def restart(self, c: Obj, st: ContainerState, reason: str) -> None:
+        st.restarts += 1
+        if self.pod["spec"].get("restartPolicy", "Always") == "Never":
+            st.state = st.last_state
+            return
+        delay = min(10 * 2 ** (st.restarts - 1), 300)  # kubelet's back-off: 10 s doubling, 5 min cap
+        self.report(st, reason, f"back-off {delay}s restarting failed container {st.name} in pod {self.key}")
+        self.backoff[c["name"]] = time.monotonic() + delay
+
+    def run_probes(self, c: Obj, st: ContainerState) -> None:
+        t = time.monotonic()
+        name = self.cname(c["name"])
+
+        def in_container(cmd: list[str], timeout: float) -> tuple[int, str]:
+            p = self.runner.podman("exec", name, *cmd, timeout=timeout)
+            return p.returncode, p.stdout + p.stderr
+
+        for tracker in self.probes.get(c["name"], []):
+            if tracker.kind != "startupProbe" and not st.started:
+                continue
+            if (tracker.kind == "startupProbe" and st.started) or not tracker.due(t):
+                continue
+            ok, reason = run_probe(tracker.probe, c, self.pod_ip, in_container)
+            if not ok:
+                log.warning("pod %s container %s: Unhealthy: %s probe failed: %s",
+                            self.key, st.name, LABEL[tracker.kind], reason)  # fmt: skip
+            crossed = tracker.record(time.monotonic(), ok, reason)
+            if tracker.kind == "readinessProbe" and crossed is not None:
+                st.ready = crossed
+            elif tracker.kind == "startupProbe" and crossed is True:
+                st.started = True
+                st.ready = not any(p.kind == "readinessProbe" for p in self.probes[c["name"]])
+            elif crossed is False:  # liveness or startup failed: kubelet kills and restarts it
+                log.warning("pod %s container %s failed %s probe, will be restarted", self.key, st.name,
+                            LABEL[tracker.kind].lower())  # fmt: skip
+                self.runner.podman("rm", "-f", "-t", "1", name)
+                st.last_state = {"terminated": {"exitCode": 137, "reason": "Error"}}
+                self.restart(c, st, "CrashLoopBackOff")
+                return
+
+    def status(self) -> Obj:
+        return pod_status(init=self.init, main=self.main, host_ip=self.runner.settings.node_ip,
+                          pod_ip=self.pod_ip if self.ready_to_start else "", sandbox=self.ready_to_start,
+                          start_time=self.started_at)  # fmt: skip
+
+    def stop(self) -> None:
+        for c in self.pod["spec"].get("initContainers", []) + self.pod["spec"]["containers"]:
+            self.runner.podman("rm", "-f", "-t", "2", self.cname(c["name"]))
+
+
+class Runner:
+    def __init__(
+        self, settings: RunnerSettings, client: KubeClient, tokens: TokenSource | None = None
+    ) -> None:
+        self.settings, self.client = settings, client
+        self.podman = Podman(settings.podman_env)
+        self.tokens: TokenSource = tokens or self.request_token
+        self.runner_id = settings.node_name
+        self.pods: dict[str, PodRuntime] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pod")
+        self._lock = threading.Lock()
+        url = urllib.parse.urlsplit(client.server)
+        self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
+
+    def lookup(self, plural: str, namespace: str, name: str) -> Obj | None:
+        return self.client.get(CORE, plural, namespace, name)
+
+    def request_token(self, namespace: str, sa: str, seconds: int) -> str:
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds}}  # fmt: skip
+        reply = self.client.request("POST", f"{CORE}/namespaces/{namespace}/serviceaccounts/{sa}/token", body)
+        token: str = reply["status"]["token"]
+        return token
+
+    def register_node(self) -> None:
+        """The Node object kubelet registers, Ready, with its InternalIP."""
+        s = self.settings
+        if self.client.request("GET", f"{CORE}/nodes")["items"] and self._node_exists():
+            return
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": s.node_name, "labels": {**s.labels, "kubernetes.io/hostname": s.node_name,  # noqa: E501
+                                                             "kubernetes.io/os": "linux"}}}  # fmt: skip
+        self.client.request("POST", f"{CORE}/nodes", node)
+        status = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                  "message": "kubelet is posting ready status"}],
+                  "addresses": [{"type": "InternalIP", "address": s.node_ip},
+                                {"type": "Hostname", "address": s.node_name}]}  # fmt: skip
+        self.client.request("PATCH", f"{CORE}/nodes/{s.node_name}/status", {"status": status},
+                            "application/merge-patch+json")  # fmt: skip
+
+    def _node_exists(self) -> bool:
+        try:
+            self.client.request("GET", f"{CORE}/nodes/{self.settings.node_name}")
+        except ApiError as e:
+            if e.code == 404:
+                return False
+            raise
+        return True
+
+    def publish_root_ca(self, namespace: str) -> None:
+        """kube-controller-manager's root-ca-cert-publisher (kube-root-ca.crt) and serviceaccount
+        controller (the `default` ServiceAccount) for the namespace."""
+        if self.client.get(CORE, "serviceaccounts", namespace, "default") is None:
+            sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+            self.client.create(CORE, "serviceaccounts", namespace, sa)
+        if self.client.get(CORE, "configmaps", namespace, "kube-root-ca.crt") is None:
+            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"},
+                  "data": {"ca.crt": self.client.ca_file.read_text()}}  # fmt: skip
+            self.client.create(CORE, "configmaps", namespace, cm)
+
+    def sync_workloads(self) -> None:
+        nodes: list[Obj] = self.client.request("GET", f"{CORE}/nodes")["items"]
+        pods = {
+            (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in self.client.list(CORE, "pods")
+        }
+        used: dict[str, set[tuple[str, int]]] = {}
+        for p in pods.values():
+            if p["spec"].get("nodeName"):
+                used.setdefault(p["spec"]["nodeName"], set()).update(controllers.host_ports(p))
+        for kind, plural in _PLURAL.items():
+            for w in self.client.list(APPS, plural):
+                w.setdefault("kind", kind)
+                for plan in controllers.desired_pods(w, nodes):
+                    meta = plan.pod["metadata"]
+                    if (meta["namespace"], meta["name"]) in pods:
+                        continue
+                    self.publish_root_ca(meta["namespace"])
+                    node = plan.node or controllers.pick_node(plan.pod, nodes, used)
+                    if node:
+                        plan.pod["spec"]["nodeName"] = node
+                        used.setdefault(node, set()).update(controllers.host_ports(plan.pod))
+                    created = self.client.create(CORE, "pods", meta["namespace"], plan.pod)
+                    if not node:
+                        msg = controllers.UNSCHEDULABLE.format(n=len(nodes))
+                        log.warning("pod %s/%s: Unschedulable: %s", meta["namespace"], meta["name"], msg)
+                        self.client.patch_status(
+                            CORE, "pods", meta["namespace"], meta["name"], unschedulable(msg)
+                        )
+                    pods[(meta["namespace"], meta["name"])] = created
+
+    def sync_pods(self) -> None:
+        mine = [
+            p for p in self.client.list(CORE, "pods") if p["spec"].get("nodeName") == self.settings.node_name
+        ]
+        for p in mine:
+            uid = p["metadata"]["uid"]
+            if uid not in self.pods:
+                rt = self.pods[uid] = PodRuntime(p, self)
+                self._pool.submit(self._boot, rt)
+        states = self.podman.states(self.runner_id)
+        for rt in list(self.pods.values()):
+            rt.refresh(states)
+            self.write_status(rt)
+
+    def _boot(self, rt: PodRuntime) -> None:
+        try:
+            rt.boot()
+        except Exception:
+            log.exception("pod %s: boot crashed", rt.key)
+
+    def write_status(self, rt: PodRuntime) -> None:
+        if not rt.main:
+            return
+        status = rt.status()
+        text = json.dumps(status, sort_keys=True)
+        if text != rt.last_status:
+            m = rt.pod["metadata"]
+            self.client.patch_status(CORE, "pods", m["namespace"], m["name"], status)
+            rt.last_status = text
+
+    def step(self) -> None:
+        self.sync_workloads()
+        self.sync_pods()
+
+    def run(self, stop: threading.Event) -> None:
+        self.register_node()
+        while not stop.is_set():
+            try:
+                self.step()
+            except (ApiError, OSError) as e:
+                log.warning("sync failed: %s", e)
+            stop.wait(self.settings.period)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for rt in self.pods.values():
+            rt.stop()
