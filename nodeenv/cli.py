@@ -17,6 +17,7 @@ from pathlib import Path
 from common.jsonlog import setup_logging
 from nodeenv.components import default_components
 from nodeenv.node import Node, NodeSettings
+from nodeenv.ovn_central import MODES
 from nodeenv.scenario import Scenario
 from nodeenv.scenarios import SCENARIOS
 
@@ -31,6 +32,13 @@ def build_parser() -> argparse.ArgumentParser:
     d = NodeSettings.from_env(os.environ)
     p.add_argument("--run-dir", type=Path, default=d.run_dir, help="private run dir (env K8SHOST_RUN_DIR)")
     p.add_argument("--bridge", default=d.bridge, help="OVN integration bridge (env K8SHOST_BRIDGE)")
+    p.add_argument(
+        "--ovn-central",
+        choices=MODES,
+        default=d.ovn_central,
+        help="OVN central: standalone databases, or 3-member RAFT clusters with two northd "
+        "(env K8SHOST_OVN_CENTRAL)",
+    )
     p.add_argument("--log-level", default=os.environ.get("K8SHOST_LOG_LEVEL", "info"))
     p.add_argument("--keep", action="store_true", help="sandbox: leave the node up afterwards")
     return p
@@ -46,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         system_id=base.system_id,
         encap_ip=base.encap_ip,
         install_root=base.install_root,
+        ovn_central=args.ovn_central,
     )
     node = Node(settings, default_components(settings))
     if args.command == "up":

@@ -34,6 +34,9 @@ class NodeSettings:
     encap_ip: str = "127.0.0.1"
     install_root: Path = Path("/")
     """Where node-up installs the CNI executable and conflist (opt/cni/bin, etc/cni/net.d)."""
+    ovn_central: str = "standalone"
+    """"standalone" (one NB, one SB, one northd) or "raft" (3-member NB and SB clusters, two
+    northd active/standby); see nodeenv/ovn_central.py."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> NodeSettings:
@@ -44,6 +47,7 @@ class NodeSettings:
             system_id=env.get("K8SHOST_SYSTEM_ID", d.system_id),
             encap_ip=env.get("K8SHOST_ENCAP_IP", d.encap_ip),
             install_root=Path(env.get("K8SHOST_INSTALL_ROOT", d.install_root)),
+            ovn_central=env.get("K8SHOST_OVN_CENTRAL", d.ovn_central),
         )
 
 

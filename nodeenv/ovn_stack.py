@@ -1,8 +1,9 @@
 """The OVS + OVN daemons a node needs, each with its own database and socket in the run dir.
 
-ovsdb-server x3 (Open_vSwitch, OVN_Northbound, OVN_Southbound), ovn-northd,
-ovs-vswitchd with the integration bridge on the userspace datapath (there is no
-kernel datapath on these machines), and ovn-controller bound to it.
+OVN central (`ovn_central.py`: NB and SB ovsdb-servers and ovn-northd, standalone or RAFT
+clusters as `NodeSettings.ovn_central` says), the node's ovsdb-server (Open_vSwitch),
+ovs-vswitchd with the integration bridge on the userspace datapath (there is no kernel
+datapath on these machines), and ovn-controller bound to it, given the SB remote list.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from pathlib import Path
 
 from nodeenv.daemons import DaemonError, run_checked, start_detaching, wait_for
 from nodeenv.node import Node
+from nodeenv.ovn_central import NB_SCHEMA, SB_SCHEMA, OvnCentral, rundirs
 
 log = logging.getLogger(__name__)
 
 OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
-NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
-SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
 # The userspace datapath's own tap device: a machine-wide name, so one ovs-vswitchd per machine.
 USERSPACE_DATAPATH_DEV = "ovs-netdev"
 REQUIRED_TOOLS = (
     "ovsdb-server",
     "ovsdb-tool",
+    "ovsdb-client",
+    "ovs-appctl",
     "ovs-vswitchd",
     "ovs-vsctl",
     "ovn-northd",
@@ -60,25 +62,10 @@ class OvnStack:
         if not Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
             (ovs_dir / "datapath-created").touch()
         env = {**node.process_env(), **rundirs(ovs_dir)}
-        sock = {db: ovs_dir / f"{db}.sock" for db in ("ovs", "nb", "sb")}
-        for db, schema in (("ovs", OVS_SCHEMA), ("nb", NB_SCHEMA), ("sb", SB_SCHEMA)):
-            start_ovsdb(node, db, schema, env)
-        ovs_db = f"unix:{sock['ovs']}"
+        central = OvnCentral(s.ovn_central).start(node)
+        ovs_db = start_ovsdb(node, "ovs", OVS_SCHEMA, env)
         vsctl = ["ovs-vsctl", f"--db={ovs_db}", "--timeout=10"]
         start_vswitchd(node, env)
-        start_detaching(
-            "ovn-northd",
-            [
-                "ovn-northd",
-                f"--ovnnb-db=unix:{sock['nb']}",
-                f"--ovnsb-db=unix:{sock['sb']}",
-                f"--unixctl={ovs_dir / 'ovn-northd.ctl'}",
-                f"--log-file={ovs_dir / 'ovn-northd.log'}",
-            ],
-            ovs_dir / "ovn-northd.pid",
-            env,
-            node.daemons,
-        )
         run_checked(
             [
                 *vsctl,
@@ -97,7 +84,7 @@ class OvnStack:
                 "Open_vSwitch",
                 ".",
                 f"external_ids:system-id={s.system_id}",
-                f"external_ids:ovn-remote=unix:{sock['sb']}",
+                f"external_ids:ovn-remote={central['OVN_SB_DB']}",
                 "external_ids:ovn-encap-type=geneve",
                 f"external_ids:ovn-encap-ip={s.encap_ip}",
                 f"external_ids:ovn-bridge={bridge}",
@@ -122,15 +109,14 @@ class OvnStack:
             env,
             node.daemons,
         )
-        sbctl = ["ovn-sbctl", f"--db=unix:{sock['sb']}", "--timeout=10"]
+        sbctl = ["ovn-sbctl", f"--db={central['OVN_SB_DB']}", "--timeout=10"]
         wait_for(
             lambda: s.system_id in _quiet([*sbctl, "--bare", "--columns=name", "list", "Chassis"]),
             "ovn-controller to register its chassis",
         )
         return {
             "OVS_DB": ovs_db,
-            "OVN_NB_DB": f"unix:{sock['nb']}",
-            "OVN_SB_DB": f"unix:{sock['sb']}",
+            **central,
             "OVS_BRIDGE": bridge,
             "OVN_CHASSIS": s.system_id,
             **rundirs(ovs_dir),
@@ -147,11 +133,6 @@ class OvnStack:
         # The userspace datapath's tap is persistent; remove it only if this node-up made it.
         if (node.run_dir / "ovs" / "datapath-created").exists():
             subprocess.run(["ip", "link", "del", USERSPACE_DATAPATH_DEV], capture_output=True)
-
-
-def rundirs(ovs_dir: Path) -> dict[str, str]:
-    d = str(ovs_dir)
-    return {k: d for k in ("OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVN_RUNDIR", "OVN_LOGDIR", "OVN_DBDIR")}
 
 
 def start_ovsdb(node: Node, db: str, schema: Path, env: dict[str, str]) -> str:

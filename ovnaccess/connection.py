@@ -5,7 +5,7 @@ transactions retry, `retry.py`), its row watcher and its connection. `remotes` i
 as OVN's tools take it; for a clustered database python-ovs monitors and writes through the
 leader only, and on losing it (killed, or an election) reconnects member by member until it
 finds the new one, without backoff for the first round over the list and then with one that
-we cap at `RECONNECT_MAX_BACKOFF_MS` (python-ovs's default grows to 8 s).
+we cap at `RECONNECT_MAX_BACKOFF_MS`, its minimum (python-ovs's default grows to 8 s).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ovnaccess.watch import RowHook, Watcher
 
 log = logging.getLogger(__name__)
 
-RECONNECT_MAX_BACKOFF_MS = 2000
+RECONNECT_MAX_BACKOFF_MS = 1000
 Tables = Mapping[str, Sequence[str] | None]
 """Table -> the columns to replicate (None: all of them)."""
 
@@ -40,8 +40,22 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
     of an update; with other threads busy each sleep can cost a GIL switch interval (5 ms)
     before the IDL thread runs again, delaying commits and notifications."""
 
+    _synced_session = -1
+
     def cooperative_yield(self) -> None:
         pass
+
+    def run(self) -> Any:
+        """Also: once monitoring again after a reconnection (a new leader), count the replica as
+        changed. A transaction whose commit was cut off waits for a change before running again,
+        and a resync that brings no new rows would otherwise leave it waiting its whole timeout."""
+        changed = super().run()
+        session = self._session.get_seqno()
+        if session != self._synced_session and self.state == self.IDL_S_MONITORING:
+            if self._synced_session != -1:
+                self.change_seqno += 1
+            self._synced_session = session
+        return changed
 
 
 class NotifyingIdl(OvsdbIdl):

@@ -58,6 +58,8 @@ def ovn_node(short_tmp: Path) -> Iterator[Node]:
         bridge="br-k8stest",
         system_id="k8shost-test",
         install_root=short_tmp / "root",
+        # K8SHOST_OVN_CENTRAL=raft runs the session against 3-member NB/SB clusters and two northd
+        ovn_central=os.environ.get("K8SHOST_OVN_CENTRAL", "standalone"),
     )
     node = Node(settings, [OvnStack()])
     node.up()
