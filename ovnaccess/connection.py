@@ -20,7 +20,7 @@ from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl  # type: ignore[im
 from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
 from ovsdbapp.schema.ovn_southbound import impl_idl as sb_impl  # type: ignore[import-untyped]
 
-from ovnaccess.remotes import InvalidRemote, parse_remotes
+from ovnaccess.remotes import InvalidRemote, UnresolvedRemote, parse_remotes, resolve_remotes
 from ovnaccess.retry import NoWaitOvsTransaction, RetryingTransaction, RetryPolicy
 from ovnaccess.watch import RowHook, Watcher
 
@@ -166,7 +166,10 @@ def connect(
 ) -> Ovsdb:
     """Connect to `schema` at `remotes` (one remote, or every member of a cluster), replicating
     `tables`. OvsdbUnavailable when no server answers; InvalidRemote for a malformed list."""
-    remote = ",".join(parse_remotes(remotes))
+    try:
+        remote = ",".join(resolve_remotes(parse_remotes(remotes)))
+    except UnresolvedRemote as e:
+        raise OvsdbUnavailable(str(e)) from e
     try:
         helper = idlutils.get_schema_helper(remote, schema)  # any member answers this
     except Exception as e:

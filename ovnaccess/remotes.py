@@ -7,11 +7,18 @@ remotes with it before anything connects.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+
 SCHEMES = ("tcp", "ssl", "unix")
 
 
 class InvalidRemote(ValueError):
     """A remote list that no OVSDB client could connect with; the message says which entry and why."""
+
+
+class UnresolvedRemote(RuntimeError):
+    """A remote's host name does not resolve (yet): a "not now", like a server that is down."""
 
 
 def parse_remotes(text: str) -> tuple[str, ...]:
@@ -51,3 +58,36 @@ def check_remote(remote: str) -> None:
 def is_cluster(text: str) -> bool:
     """True when the list names more than one server."""
     return len(parse_remotes(text)) > 1
+
+
+def resolve_remotes(entries: tuple[str, ...]) -> tuple[str, ...]:
+    """The entries with every host name replaced by the addresses it resolves to, in resolver order.
+
+    python-ovs connects to IP addresses only: it resolves names through the `unbound` module,
+    which neither Debian's python3-openvswitch nor the image carries, and without it a remote
+    such as the manifests' `tcp:prismnet-server:6641` fails with "Could not retrieve schema".
+    Resolved once, when the connection is made (a Service's ClusterIP does not change; a name
+    with several addresses, as a headless Service of a cluster's members, becomes one remote per
+    address). UnresolvedRemote when a name has no address."""
+    out: list[str] = []
+    for entry in entries:
+        scheme, _, rest = entry.partition(":")
+        if scheme == "unix":
+            out.append(entry)
+            continue
+        host, _, port = rest.rpartition(":")
+        bare = host.strip("[]")
+        try:
+            ipaddress.ip_address(bare)
+        except ValueError:
+            pass
+        else:
+            out.append(entry)
+            continue
+        try:
+            infos = socket.getaddrinfo(bare, int(port), type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as e:
+            raise UnresolvedRemote(f"OVSDB remote {entry!r}: cannot resolve {bare!r}: {e}") from e
+        for addr in dict.fromkeys(str(info[4][0]) for info in infos):
+            out.append(f"{scheme}:[{addr}]:{port}" if ":" in addr else f"{scheme}:{addr}:{port}")
+    return tuple(out)

@@ -44,6 +44,19 @@ def test_a_list_with_a_dead_member_reaches_the_live_one(nb_server: OvsdbServer) 
     assert switches(nb_server) == ["ls-a"]
 
 
+def test_a_host_name_as_the_manifests_give_it_connects(nb_server: OvsdbServer) -> None:
+    """daemonsets/base/config.yaml names the central by host name (tcp:prismnet-server:6641);
+    python-ovs alone cannot resolve one (no `unbound`): "Could not retrieve schema"."""
+    with connected(nb_server.tcp.replace("127.0.0.1", "localhost")) as db:
+        db.api.ls_add("ls-by-name").execute(check_error=True)
+    assert "ls-by-name" in switches(nb_server)
+
+
+def test_a_name_that_does_not_resolve_is_unavailable_naming_it() -> None:
+    with pytest.raises(OvsdbUnavailable, match=re.escape("cannot resolve 'no-such-host.invalid'")):
+        connect("tcp:no-such-host.invalid:6641", "OVN_Northbound", TABLES, timeout=2)
+
+
 def test_no_member_answering_is_unavailable() -> None:
     with pytest.raises(OvsdbUnavailable, match="cannot reach OVN_Northbound"):
         connect("unix:/nonexistent/nb.sock,tcp:127.0.0.1:1", "OVN_Northbound", TABLES, timeout=2)

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from ovnaccess.remotes import InvalidRemote, is_cluster, parse_remotes
+from ovnaccess.remotes import InvalidRemote, UnresolvedRemote, is_cluster, parse_remotes, resolve_remotes
 
 
 def test_a_cluster_list_is_every_member() -> None:
@@ -34,3 +36,16 @@ def test_host_names_are_kept_for_the_tools_that_resolve_them() -> None:
 def test_a_malformed_entry_is_named(text: str, why: str) -> None:
     with pytest.raises(InvalidRemote, match=why):
         parse_remotes(text)
+
+
+def test_host_names_resolve_to_addresses_and_the_rest_is_kept() -> None:
+    # python-ovs connects to addresses only (names need `unbound`, absent here and in the image)
+    got = resolve_remotes(("unix:/run/nb.sock", "tcp:10.0.0.1:6641", "ssl:[::1]:6641", "tcp:localhost:6641"))
+    assert got[:3] == ("unix:/run/nb.sock", "tcp:10.0.0.1:6641", "ssl:[::1]:6641")
+    assert "tcp:127.0.0.1:6641" in got[3:]
+    assert all(r.endswith(":6641") and "localhost" not in r for r in got[3:])
+
+
+def test_a_name_that_does_not_resolve_is_not_now_naming_it() -> None:
+    with pytest.raises(UnresolvedRemote, match=re.escape("no-such-host.invalid")):
+        resolve_remotes(("tcp:no-such-host.invalid:6641",))
