@@ -53,7 +53,8 @@ def test_rebuild_without_a_change_reuses_every_layer(store: ImageStore, image: s
     out = _make_image()
     assert store("image", "inspect", "--format", "{{.Id}}", image) == before
     steps = out.split("STEP")[1:]
-    assert len(steps) == 22 and all(
+    instructions = [ln for ln in CONTAINERFILE.read_text().splitlines() if ln[:1].isalpha()]
+    assert len(steps) == len(instructions) and all(
         "Using cache" in step for step in steps if " RUN " in step or " COPY " in step
     ), out
     assert f"image: {image} in {store.base}" in out
