@@ -53,7 +53,7 @@ def _in_netns(netns: str, *argv: str) -> str:
 def test_pod_network_workloads_get_prismnet_ips_and_ready(
     kube_api: KubeApiHandle, applied: Path, runner_factory: Any, agent: Agent
 ) -> None:
-    keep = {f"deployment/{w}" for w in POD_NETWORK_OURS}
+    keep = {f"deployment.apps/{w}" for w in POD_NETWORK_OURS}
     for kind in ("daemonset", "deployment", "statefulset"):
         names = kubectl(kube_api, "-n", NS, "get", kind, "-o", "name").split()
         drop = [n for n in names if n not in keep]
