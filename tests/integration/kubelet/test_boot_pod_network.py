@@ -59,8 +59,10 @@ def test_pod_network_workloads_get_prismnet_ips_and_ready(
         drop = [n for n in names if n not in keep]
         if drop:
             kubectl(kube_api, "-n", NS, "delete", *drop)
-    for w in POD_NETWORK_OURS:
-        kubectl(kube_api, "-n", NS, "scale", f"deployment/{w}", "--replicas=1")
+    for w in POD_NETWORK_OURS:  # one replica each (the double serves no deployments/scale yet)
+        kubectl(
+            kube_api, "-n", NS, "patch", f"deployment/{w}", "--type=merge", "-p", '{"spec":{"replicas":1}}'
+        )
     runner = runner_factory(cni=node_cni(agent.env), sandbox_retry=1.0)
 
     def all_ready() -> dict[str, Any] | None:
