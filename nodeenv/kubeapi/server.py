@@ -13,7 +13,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -86,9 +86,10 @@ class KubeApiServer:
 class ThreadedKubeApi:
     """A KubeApiServer on its own event loop in a daemon thread; `call` runs code on that loop."""
 
-    def __init__(self, workdir: Path, config: ApiConfig | None = None) -> None:
+    def __init__(self, workdir: Path, config: ApiConfig | None = None, **server: Any) -> None:
+        """`server`: KubeApiServer's keywords (host, port, server_names, admin_token)."""
         self.loop = asyncio.new_event_loop()
-        self.server = KubeApiServer(workdir, config)
+        self.server = KubeApiServer(workdir, config, **server)
         self._thread = threading.Thread(target=self.loop.run_forever, name="kubeapi", daemon=True)
 
     def start(self) -> None:

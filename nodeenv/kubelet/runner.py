@@ -26,6 +26,7 @@ from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
+from nodeenv.kubelet.sandbox import NOT_READY, CniConfig, PodSandbox, SandboxError
 from nodeenv.kubelet.status import ContainerState, now, pod_status, unschedulable
 from nodeenv.kubelet.volumes import NodeRoot, PodVolumes, TokenSource
 
@@ -52,6 +53,10 @@ class RunnerSettings:
         default_factory=lambda: {"node-role.kubernetes.io/control-plane": "true"}
     )
     """The Node's labels; a k3s server's by default."""
+    cni: CniConfig | None = None
+    """The node's CNI conf dir and plugin dirs (containerd's conf_dir/bin_dir); None: no pod network."""
+    sandbox_retry: float = 5.0
+    """Seconds before a pod whose sandbox failed is tried again (kubelet's next sync)."""
 
 
 class Podman:
@@ -100,6 +105,9 @@ class PodRuntime:
     volumes: PodVolumes | None = None
     backoff: dict[str, float] = field(default_factory=dict)
     """Container name -> when its CrashLoopBackOff ends."""
+    sandbox: PodSandbox | None = None
+    retry_at: float | None = None
+    """When boot() is tried again after the sandbox failed."""
 
     @property
     def key(self) -> str:
@@ -116,7 +124,9 @@ class PodRuntime:
 
     @property
     def pod_ip(self) -> str:
-        return self.runner.settings.node_ip if self.pod["spec"].get("hostNetwork") else ""
+        if self.pod["spec"].get("hostNetwork"):
+            return self.runner.settings.node_ip
+        return self.sandbox.ip if self.sandbox else ""
 
     def report(self, state: ContainerState, reason: str, message: str) -> None:
         if state.state.get("waiting", {}).get("reason") != reason:
@@ -128,14 +138,7 @@ class PodRuntime:
         spec = self.pod["spec"]
         self.init = [ContainerState(c["name"], c["image"]) for c in spec.get("initContainers") or []]
         self.main = [ContainerState(c["name"], c["image"]) for c in spec["containers"]]
-        if not spec.get("hostNetwork"):
-            for st in self.init + self.main:
-                self.report(
-                    st,
-                    "ContainerCreating",
-                    "network is not ready: container runtime network not ready: "
-                    "NetworkReady=false reason:NetworkPluginNotReady message:cni plugin not initialized",
-                )
+        if not spec.get("hostNetwork") and not self.make_sandbox():
             return
         self.ready_to_start = True
         s = self.runner.settings
@@ -154,6 +157,23 @@ class PodRuntime:
             self.start(c, st)
         self.phase_started = True
 
+    def make_sandbox(self) -> bool:
+        """The pod's netns on the node's CNI network; False (containers waiting, retried later) if not."""
+        cni = self.runner.settings.cni
+        self.sandbox = PodSandbox(self.pod, cni or CniConfig(Path("/nonexistent"), ()))
+        try:
+            if cni is None:
+                raise SandboxError(NOT_READY)
+            ip = self.sandbox.create()
+        except SandboxError as e:
+            self.sandbox = None
+            for st in self.init + self.main:
+                self.report(st, "ContainerCreating", str(e))
+            self.retry_at = time.monotonic() + self.runner.settings.sandbox_retry
+            return False
+        log.info("pod %s: sandbox %s, pod IP %s", self.key, self.sandbox.netns, ip)
+        return True
+
     def _args(self, c: Obj, st: ContainerState, detach: bool) -> tuple[list[str], dict[str, str]] | None:
         assert self.volumes is not None
         why = not_booted(c["image"])
@@ -164,7 +184,7 @@ class PodRuntime:
             env = container_env(self.runner.lookup, self.ctx(), c)
             spec = self.pod["spec"]
             placement = Placement(
-                network="host", host_pid=bool(spec.get("hostPID")),
+                network=self.sandbox.netns if self.sandbox else "host", host_pid=bool(spec.get("hostPID")),
                 hostname=self.pod["metadata"]["name"], hosts=self.runner.settings.hosts,
             )  # fmt: skip
             args, penv = run_args(self.pod, c, env, self.volumes.mounts(c), placement, self.cname(c["name"]))
@@ -282,8 +302,14 @@ class PodRuntime:
                           start_time=self.started_at)  # fmt: skip
 
     def stop(self) -> None:
+        """Containers removed, then the sandbox: CNI DEL and its netns deleted."""
         for c in self.pod["spec"].get("initContainers", []) + self.pod["spec"]["containers"]:
             self.runner.podman("rm", "-f", "-t", "2", self.cname(c["name"]))
+        if self.sandbox is not None:
+            why = self.sandbox.destroy()
+            if why:
+                log.warning("pod %s: StopPodSandbox: %s", self.key, why)
+            self.sandbox = None
 
 
 class Runner:
@@ -385,6 +411,13 @@ class Runner:
             if uid not in self.pods:
                 rt = self.pods[uid] = PodRuntime(p, self)
                 self._pool.submit(self._boot, rt)
+            elif (rt := self.pods[uid]).retry_at is not None and time.monotonic() >= rt.retry_at:
+                rt.retry_at = None
+                self._pool.submit(self._boot, rt)
+        gone = {p["metadata"]["uid"] for p in mine}
+        for uid in [u for u in self.pods if u not in gone]:
+            log.info("pod %s deleted: stopping it", self.pods[uid].key)
+            self._pool.submit(self.pods.pop(uid).stop)
         states = self.podman.states(self.runner_id)
         for rt in list(self.pods.values()):
             rt.refresh(states)
