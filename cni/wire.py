@@ -38,8 +38,9 @@ MAX_NETWORK_NAME = 64
 _OVSDB_REMOTE = re.compile(r"^(tcp|ssl|unix):.+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 """Kubernetes namespace names (IsDNS1123Label; length checked apart)."""
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-"""Kubernetes pod names (IsDNS1123Subdomain; length checked apart)."""
+_POD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+"""Kubernetes pod names (DNS-1123 subdomains) and the container names podman sends in their place
+(`[a-zA-Z0-9][a-zA-Z0-9_.-]*`, its generated ones such as `frosty_bose` included); length checked apart."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -363,10 +364,10 @@ def _pod_ref(cni_args: str) -> PodRef:
             f"CNI_ARGS K8S_POD_NAMESPACE must be a Kubernetes namespace name (a DNS-1123 label of at most "
             f"63 characters), got {_clip(namespace)!r}"
         )
-    if name and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
+    if name and (len(name) > 253 or not _POD_NAME.match(name)):
         raise InvalidEnvironment(
-            f"CNI_ARGS K8S_POD_NAME must be a Kubernetes pod name (a DNS-1123 subdomain of at most "
-            f"253 characters), got {_clip(name)!r}"
+            f"CNI_ARGS K8S_POD_NAME must be a Kubernetes pod name or a container name (letters, digits, "
+            f"'_', '.', '-', at most 253 characters), got {_clip(name)!r}"
         )
     return PodRef(namespace=namespace, name=name)
 

@@ -105,6 +105,18 @@ def test_containers_get_our_addresses_reach_each_other_and_the_node(agent: Agent
     assert podman("ps", "-aq") == ""
 
 
+def test_a_container_named_as_podman_names_it_is_wired(agent: Agent, podman: Podman) -> None:
+    """podman sends the container name as K8S_POD_NAME; its generated names (`frosty_bose`) are not
+    DNS-1123 names and were refused, failing `podman run` without --name."""
+    name = f"Pm{os.getpid()}_generated_Like"
+    podman.start(name)
+    try:
+        cid, ip, _ = _attachment(podman, name)
+        assert ip in agent.nbctl("lsp-get-addresses", f"{name}-{cid}")
+    finally:
+        podman("rm", "-f", "-t", "0", name)
+
+
 def test_killed_containers_leave_nothing(agent: Agent, podman: Podman) -> None:
     k, c = _name("killed"), _name("conmon")
     podman.start(k)
