@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.private_node import private_node
 from bench.stats import pct
 from controllers.fiberlb.annotations import LbOptions
 from controllers.fiberlb.desired import Backend, DesiredLB, Listener
@@ -39,7 +38,7 @@ from controllers.fiberlb.ovn_backend import OvnBackend
 from controllers.machinery import ENDPOINT_SLICES, NAMESPACES, SERVICES, KubeClient
 from controllers.machinery.kubeconfig import load_api_client
 from nodeenv.kubeapi.server import ThreadedKubeApi
-from nodeenv.node import Node, NodeSettings
+from nodeenv.node import Node
 from nodeenv.ovn_stack import OvnStack
 
 NS = "bench"
@@ -345,22 +344,13 @@ async def run(api: ThreadedKubeApi, node: Node, tmp: Path) -> None:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="k8sh-blb-", dir="/tmp"))
-    node = Node(
-        NodeSettings(
-            run_dir=tmp / "node", bridge="br-k8sbench", system_id="k8shost-bench", install_root=tmp / "root"
-        ),
-        [OvnStack()],
-    )
-    api = ThreadedKubeApi(tmp / "api")
-    node.up()
-    api.start()
-    try:
-        asyncio.run(run(api, node, tmp))
-    finally:
-        api.stop()
-        node.down()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with private_node("k8sh-blb-", "br-k8sbench", "k8shost-bench", lambda _: [OvnStack()]) as (node, tmp):
+        api = ThreadedKubeApi(tmp / "api")
+        api.start()
+        try:
+            asyncio.run(run(api, node, tmp))
+        finally:
+            api.stop()
 
 
 if __name__ == "__main__":

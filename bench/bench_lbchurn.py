@@ -21,9 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,11 +29,12 @@ from typing import Any
 
 from bench.bench_lb import Controller
 from bench.pod_netns import BURN, LOADGEN, Pod, PodNets
+from bench.private_node import private_node
 from controllers.machinery import ENDPOINT_SLICES, NAMESPACES, SERVICES, KubeClient
 from controllers.machinery.kubeconfig import load_api_client
 from nodeenv.cni_component import CniComponent, installed_runtime
 from nodeenv.kubeapi.server import ThreadedKubeApi
-from nodeenv.node import Node, NodeSettings
+from nodeenv.node import Component, Node
 from nodeenv.ovn_stack import OvnStack
 from tests.integration.controllers.fiberlb.netns_traffic import Servers
 
@@ -222,22 +221,14 @@ async def run(api: ThreadedKubeApi, node: Node, tmp: Path) -> None:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="k8sh-lbch-", dir="/tmp"))
-    settings = NodeSettings(
-        run_dir=tmp / "node", bridge="br-k8sbench", system_id="k8shost-lbchurn", install_root=tmp / "root"
-    )
-    node = Node(settings, [OvnStack(), CniComponent(cluster_cidr="10.93.0.0/16")])
-    api = ThreadedKubeApi(tmp / "api")
-    node.up()
-    api.start()
-    try:
-        asyncio.run(run(api, node, tmp))
-    finally:
-        api.stop()
-        node.down()
-        if node.evidence:
-            print(f"  evidence kept in {node.evidence}: {'; '.join(map(str, node.faults))}")
-        shutil.rmtree(tmp, ignore_errors=True)
+    components: list[Component] = [OvnStack(), CniComponent(cluster_cidr="10.93.0.0/16")]
+    with private_node("k8sh-lbch-", "br-k8sbench", "k8shost-lbchurn", lambda _: components) as (node, tmp):
+        api = ThreadedKubeApi(tmp / "api")
+        api.start()
+        try:
+            asyncio.run(run(api, node, tmp))
+        finally:
+            api.stop()
 
 
 if __name__ == "__main__":

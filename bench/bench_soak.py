@@ -21,17 +21,15 @@ names its kept evidence.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 from bench.bench_cni import ours_invariants
+from bench.private_node import private_node
 from bench.soak_churn import Churn, csi_leftovers
 from bench.soak_sampler import Sample, queue_depths, take, verdict_table
 from nodeenv.components import default_components
-from nodeenv.node import Node, NodeSettings
+from nodeenv.node import Node
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
 STEP = float(os.environ.get("SOAK_STEP", "1"))
@@ -117,14 +115,8 @@ def max_depths(samples: list[Sample]) -> dict[str, float]:
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="k8sh-soak-", dir="/tmp"))
-    settings = NodeSettings(
-        run_dir=tmp / "node", bridge="br-k8ssoak", system_id="k8shost-soak", install_root=tmp / "root"
-    )
-    node = Node(settings, default_components(settings))
-    node.up()
-    samples: list[Sample] = []
-    try:
+    with private_node("k8sh-soak-", "br-k8ssoak", "k8shost-soak", default_components) as (node, _):
+        samples: list[Sample] = []
         churn = Churn(node)
         t0 = time.monotonic()
         problem = churn_for(node, churn, samples)
@@ -136,11 +128,6 @@ def main() -> None:
         report(churn, samples, drain, leftovers(node), took)
         if problem:
             print(f"  DAEMON FAILED: {problem}; evidence in {node.evidence}")
-    finally:
-        node.down()
-        if node.evidence:
-            print(f"  evidence kept in {node.evidence}")
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def single_pod_floor(node: Node, switches: list[str], n: int) -> SingleFloor:
 
 def print_floors(floors: dict[str, FloorRun]) -> None:
     for tag, run in floors.items():
-        ovn = {k: v for k, v in run.cpu_ms.items() if k.startswith(("ovs", "ovn"))}
+        ovn = _ovn_parts(run.cpu_ms)
         parts = " + ".join(f"{k} {v:.1f}" for k, v in sorted(ovn.items(), key=lambda kv: -kv[1]) if v >= 0.05)
         print(f"    {tag:6s} {fmt_ms(run.ms)}  {run.per_s:6.1f} ports/s")
         print(f"           OVS/OVN CPU {sum(ovn.values()):5.1f} ms/port = {parts}")
@@ -203,8 +203,13 @@ def print_targets(o: Batch, f: Batch, single: dict[str, list[float]], floors: Fl
         )
 
 
+def _ovn_parts(cpu_ms: dict[str, float]) -> dict[str, float]:
+    """The OVS/OVN daemons' share of a CPU breakdown (their labels start with ovs/ovn)."""
+    return {k: v for k, v in cpu_ms.items() if k.startswith(("ovs", "ovn"))}
+
+
 def _ovn_cpu(cpu_ms: dict[str, float]) -> float:
-    return sum(v for k, v in cpu_ms.items() if k.startswith(("ovs", "ovn")))
+    return sum(_ovn_parts(cpu_ms).values())
 
 
 @dataclass

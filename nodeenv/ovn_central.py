@@ -119,9 +119,7 @@ class OvnCentral:
         return {"OVN_NB_DB": nb, "OVN_SB_DB": sb, "OVN_CENTRAL": self.mode}
 
     def _start_standalone(self, node: Node, m: Member, env: dict[str, str]) -> None:
-        if not m.dbfile.exists():
-            run_checked(["ovsdb-tool", "create", str(m.dbfile), str(m.db.schema)], env)
-        start_detaching(m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons)
+        start_standalone(node, m, env)
 
     def _start_cluster(self, node: Node, members: list[Member], env: dict[str, str]) -> None:
         raft = {m.index: f"tcp:127.0.0.1:{free_port()}" for m in members}
@@ -163,6 +161,14 @@ class OvnCentral:
         """daemon name -> its control socket."""
         labels = [self._northd_label(i) for i in range(1, self.northds + 1)]
         return {label: central_dir(node) / f"{label}.ctl" for label in labels}
+
+
+def start_standalone(node: Node, m: Member, env: dict[str, str]) -> str:
+    """One standalone ovsdb-server for `m` (its database file made first if new); its remote."""
+    if not m.dbfile.exists():
+        run_checked(["ovsdb-tool", "create", str(m.dbfile), str(m.db.schema)], env)
+    start_detaching(m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons)
+    return f"unix:{m.socket}"
 
 
 def central_dir(node: Node) -> Path:

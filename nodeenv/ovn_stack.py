@@ -16,7 +16,16 @@ from pathlib import Path
 
 from nodeenv.daemons import DaemonError, run_checked, start_detaching, wait_for
 from nodeenv.node import Node
-from nodeenv.ovn_central import NB_SCHEMA, SB_SCHEMA, OvnCentral, rundirs
+from nodeenv.ovn_central import (
+    NB_SCHEMA,
+    SB_SCHEMA,
+    Database,
+    Member,
+    OvnCentral,
+    central_dir,
+    rundirs,
+    start_standalone,
+)
 
 log = logging.getLogger(__name__)
 
@@ -137,24 +146,8 @@ class OvnStack:
 
 def start_ovsdb(node: Node, db: str, schema: Path, env: dict[str, str]) -> str:
     """ovsdb-server for one database (`ovs`, `nb`, `sb`) on <ovs dir>/<db>.sock; returns its remote."""
-    ovs_dir = node.path("ovs", "x").parent
-    dbfile, sock = ovs_dir / f"{db}.db", ovs_dir / f"{db}.sock"
-    if not dbfile.exists():
-        run_checked(["ovsdb-tool", "create", str(dbfile), str(schema)], env)
-    start_detaching(
-        f"ovsdb-server-{db}",
-        [
-            "ovsdb-server",
-            str(dbfile),
-            f"--remote=punix:{sock}",
-            f"--unixctl={ovs_dir / f'ovsdb-{db}.ctl'}",
-            f"--log-file={ovs_dir / f'ovsdb-{db}.log'}",
-        ],
-        ovs_dir / f"ovsdb-{db}.pid",
-        env,
-        node.daemons,
-    )
-    return f"unix:{sock}"
+    name = {"ovs": "Open_vSwitch", "nb": "OVN_Northbound", "sb": "OVN_Southbound"}[db]
+    return start_standalone(node, Member(Database(db, name, schema), 0, central_dir(node)), env)
 
 
 def start_vswitchd(node: Node, env: dict[str, str]) -> dict[str, str]:
