@@ -38,7 +38,7 @@ class DensityArgs:
     conc: int = 8
     rounds: int = 2
     fill: int = 300
-    single: int = 20
+    single: int = 40
 
 
 def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityArgs) -> None:
@@ -48,6 +48,17 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
         print(f"  density: {a.pods} pods at concurrency {a.conc}, {NAMESPACES} namespaces, {a.rounds} rounds")
         for p in (ref, ours):  # warm-up: namespace switches, page cache
             density_round(p, 2 * a.conc, a.conc, labels, no_engines)
+        # one at a time on the idle node, before the batches: a batch's deleted network namespaces
+        # are cleaned up by the kernel for seconds afterwards, slowing both plugins' next ADDs
+        single = {p.name: [] for p in (ours, ref)}  # type: dict[str, list[float]]
+        for _ in range(4):  # interleaved quarters
+            for p in (ref, ours):
+                single[p.name] += sequential(p, a.single // 4)
+        for name, ms in single.items():
+            print(f"    {name:18s} single-pod ADD (one at a time) {fmt_ms(ms)}")
+        switches = [f"k8s-dens-{i}" for i in range(NAMESPACES)]
+        e = node.endpoints
+        single_floor = single_pod_floor(node, switches, a.single)
         runs: dict[str, list[Batch]] = {"ours": [], "ref": []}
         for r in range(a.rounds):
             order = [(ref, "ref"), (ours, "ours")] if r % 2 == 0 else [(ours, "ours"), (ref, "ref")]
@@ -64,15 +75,6 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
         print_cpu(f)
         print_cpu(o)
         print_engines(o, len(o.add_ms))
-        single = {p.name: [] for p in (ours, ref)}  # type: dict[str, list[float]]
-        for _ in range(2):  # interleaved halves
-            for p in (ref, ours):
-                single[p.name] += sequential(p, a.single // 2)
-        for name, ms in single.items():
-            print(f"    {name:18s} single-pod ADD (one at a time) {fmt_ms(ms)}")
-        switches = [f"k8s-dens-{i}" for i in range(NAMESPACES)]
-        e = node.endpoints
-        single_floor = single_pod_floor(node, switches, a.single)
         fill, full_floors = blocks(
             ours,
             a.fill,

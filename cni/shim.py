@@ -225,16 +225,20 @@ def post_unix(path: str, url: str, body: bytes, timeout: float) -> tuple[int, by
     return int(parts[1]), payload
 
 
+def run() -> None:
+    """`main`, then exit at once: the interpreter's finalisation (module teardown, a last garbage
+    collection) is ~1.3 ms of a ~9 ms call and a process about to end needs none of it. An
+    exception from `main` still ends in its traceback and exit status 1."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    posix._exit(code)
+
+
 def launcher_script(python: str, repo: str) -> str:
     """The text of the installed `prismnet` executable: isolated, no site-packages."""
-    return (
-        f"#!{python} -IS\n"
-        "import sys\n"
-        f"sys.path.insert(0, {repo!r})\n"
-        "from cni.shim import main\n"
-        "sys.exit(main())\n"
-    )
+    return f"#!{python} -IS\nimport sys\nsys.path.insert(0, {repo!r})\nfrom cni.shim import run\nrun()\n"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
