@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup sandbox test unit integration lint protos bench node-up node-down clean image test-image
+.PHONY: setup sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down clean image test-image
 
 setup:
 	@bash scripts/setup.sh
@@ -20,6 +20,14 @@ node-up: setup
 
 node-down:
 	@if [ -x $(PY) ]; then $(PY) -m nodeenv.cli down; else echo "node-down: nothing to stop (no .venv)"; fi
+
+# N nodes (network namespaces) over a Geneve underlay, OVN central, the API double: .run-cluster/
+NODES ?= $(or $(K8SHOST_NODES),3)
+cluster-up: setup
+	$(PY) -m nodeenv.cli cluster-up --nodes $(NODES)
+
+cluster-down:
+	@if [ -x $(PY) ]; then $(PY) -m nodeenv.cli cluster-down; else echo "cluster-down: nothing to stop (no .venv)"; fi
 
 # tests/image/ starts containers from the image: built first (from scratch ~2 min, no change ~4 s).
 test: setup image
@@ -47,5 +55,5 @@ lint: setup
 bench: setup
 	$(PY) -m bench $(BENCH)
 
-clean: node-down
+clean: node-down cluster-down
 	rm -rf .stamps build *.egg-info protos/*_pb2*.py protos/*_pb2.pyi

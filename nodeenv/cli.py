@@ -4,6 +4,11 @@ k8shost-node up        start OVS/OVN (and the suite's daemons) in .run/, write .
 k8shost-node down      stop exactly what `up` started (by PID) and remove .run/
 k8shost-node status    say whether the environment is up and print node.env
 k8shost-node sandbox   up, the scenario (a table of steps), down
+k8shost-node cluster-up      start N nodes (network namespaces) over a Geneve underlay, OVN central
+                             and the API double; write .run-cluster/cluster.{json,env} and one
+                             node.env per node
+k8shost-node cluster-down    stop the cluster by PID, delete its namespaces, remove its run dir
+k8shost-node cluster-status  say whether the cluster is up and print cluster.env
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import sys
 from pathlib import Path
 
 from common.jsonlog import setup_logging
+from nodeenv.cluster import commands as cluster_commands
 from nodeenv.components import default_components
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_central import MODES
@@ -28,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="k8shost-node", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("command", choices=["up", "down", "status", "sandbox"])
+    p.add_argument("command", choices=["up", "down", "status", "sandbox", *cluster_commands.COMMANDS])
     d = NodeSettings.from_env(os.environ)
     p.add_argument("--run-dir", type=Path, default=d.run_dir, help="private run dir (env K8SHOST_RUN_DIR)")
     p.add_argument("--bridge", default=d.bridge, help="OVN integration bridge (env K8SHOST_BRIDGE)")
@@ -36,17 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--ovn-central",
         choices=MODES,
         default=d.ovn_central,
-        help="OVN central: standalone databases, or 3-member RAFT clusters with two northd "
-        "(env K8SHOST_OVN_CENTRAL)",
+        help="OVN central (node and cluster): standalone databases, or 3-member RAFT clusters with "
+        "two northd (env K8SHOST_OVN_CENTRAL)",
     )
     p.add_argument("--log-level", default=os.environ.get("K8SHOST_LOG_LEVEL", "info"))
     p.add_argument("--keep", action="store_true", help="sandbox: leave the node up afterwards")
+    cluster_commands.add_arguments(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, json_format=False)
+    if args.command in cluster_commands.COMMANDS:
+        return cluster_commands.run(args.command, args)
     base = NodeSettings.from_env(os.environ)
     settings = NodeSettings(
         run_dir=args.run_dir.resolve(),

@@ -22,7 +22,7 @@ from pathlib import Path
 from cni.install import CONFLIST_NAME, install
 from cni.management import teardown_host
 from cni.settings import AgentSettings
-from nodeenv.daemons import free_port, start_foreground, unix_listening, wait_for
+from nodeenv.daemons import free_port, in_netns, start_foreground, unix_listening, wait_for
 from nodeenv.flashdns_component import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 from nodeenv.node import Node
 
@@ -86,7 +86,7 @@ class CniComponent:
         env["PYTHONPATH"] = str(REPO)
         s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
         log = node.path("prismnet", "agent.log")
-        _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons)
+        _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons, node.settings.netns)
         wait_for(
             lambda: unix_listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
         )
@@ -122,7 +122,9 @@ class CniComponent:
                         path.rmdir()
                 else:
                     path.unlink(missing_ok=True)
-        if "OVS_DB" in node.endpoints:
+        # a cluster node's management port and masquerade rule go with its network namespace; the
+        # names are the same in every node, so they must never be looked up from here
+        if "OVS_DB" in node.endpoints and not node.settings.netns:
             teardown_host(self.settings(node))
 
 
@@ -149,11 +151,15 @@ class CniRuntime:
 
     Used by the sandbox scenario, the integration tests and the benchmark to drive the real
     executables exactly as a runtime does (name/cniVersion injected, prevResult chained,
-    runtimeConfig only for declared capabilities, DEL in reverse order).
+    runtimeConfig only for declared capabilities, DEL in reverse order). On a cluster node
+    (`netns`) the plugins run in the node's network namespace, where its runtime runs.
     """
 
-    def __init__(self, conflist: dict[str, object], cni_path: list[str], extra_env: dict[str, str]) -> None:
+    def __init__(
+        self, conflist: dict[str, object], cni_path: list[str], extra_env: dict[str, str], netns: str = ""
+    ) -> None:
         self.conflist, self.cni_path, self.extra_env = conflist, cni_path, extra_env
+        self.netns = netns
 
     def _netconf(
         self, plugin: dict[str, object], prev: dict[str, object] | None, runtime_config: dict[str, object]
@@ -180,7 +186,8 @@ class CniRuntime:
             **env,
         }
         t0 = time.perf_counter()
-        proc = subprocess.run([str(exe)], input=json.dumps(netconf).encode(), env=full, capture_output=True)
+        argv = in_netns(self.netns, [str(exe)])
+        proc = subprocess.run(argv, input=json.dumps(netconf).encode(), env=full, capture_output=True)
         ms = (time.perf_counter() - t0) * 1000
         text = proc.stdout.decode().strip()
         return CniCall(proc.returncode, json.loads(text) if text else {}, proc.stderr.decode(), (ms,))
@@ -264,4 +271,5 @@ def installed_runtime(env: Mapping[str, str], *, chained: bool = True) -> CniRun
     conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
     if not chained:
         conflist["plugins"] = conflist["plugins"][:1]
-    return CniRuntime(conflist, [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"], {})
+    cni_path = [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"]
+    return CniRuntime(conflist, cni_path, {}, env.get("K8SHOST_NETNS", ""))

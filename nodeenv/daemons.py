@@ -104,28 +104,47 @@ def run_checked(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: 
     return proc.stdout
 
 
+def in_netns(netns: str, argv: Sequence[str]) -> list[str]:
+    """`argv` run in the named network namespace ("" = this one). `ip netns exec` execs the program
+    in place (same PID) with the namespace's own /sys, so PIDs and /sys/class/net stay right."""
+    return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+
+
 def start_detaching(
-    name: str, argv: Sequence[str], pidfile: Path, env: Mapping[str, str], table: DaemonTable
+    name: str,
+    argv: Sequence[str],
+    pidfile: Path,
+    env: Mapping[str, str],
+    table: DaemonTable,
+    netns: str = "",
 ) -> DaemonRecord:
-    """Start an OVS/OVN daemon that daemonizes itself (--detach --pidfile).
+    """Start an OVS/OVN daemon that daemonizes itself (--detach --pidfile), in `netns` if given.
 
     It may dump core (RLIMIT_CORE unlimited, set by prlimit for it alone) and stays in the pidfile's
     directory (--no-chdir), where a relative kernel.core_pattern puts the core (nodeenv.evidence)."""
     pidfile.unlink(missing_ok=True)
     detach = [f"--pidfile={pidfile}", "--detach", "--no-chdir"]
-    run_checked(["prlimit", "--core=unlimited", "--", *argv, *detach], env, cwd=pidfile.parent)
+    run_checked(
+        in_netns(netns, ["prlimit", "--core=unlimited", "--", *argv, *detach]), env, cwd=pidfile.parent
+    )
     rec = DaemonRecord(name=name, pid=int(pidfile.read_text().strip()), exe=Path(argv[0]).name)
     table.add(rec)
     return rec
 
 
 def start_foreground(
-    name: str, argv: Sequence[str], logfile: Path, env: Mapping[str, str], table: DaemonTable
+    name: str,
+    argv: Sequence[str],
+    logfile: Path,
+    env: Mapping[str, str],
+    table: DaemonTable,
+    netns: str = "",
 ) -> tuple[DaemonRecord, subprocess.Popen[bytes]]:
-    """Start one of the suite's own daemons in its own session, output to `logfile`."""
+    """Start one of the suite's own daemons in its own session (in `netns` if given), output to
+    `logfile`."""
     with logfile.open("ab") as out:
         proc = subprocess.Popen(
-            list(argv),
+            in_netns(netns, argv),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -37,6 +37,9 @@ class NodeSettings:
     ovn_central: str = "standalone"
     """"standalone" (one NB, one SB, one northd) or "raft" (3-member NB and SB clusters, two
     northd active/standby); see nodeenv/ovn_central.py."""
+    netns: str = ""
+    """The network namespace this node's daemons run in ("": this one); a cluster node's own
+    (nodeenv/cluster). Everything the node creates in the kernel goes away with it."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> NodeSettings:
@@ -106,6 +109,8 @@ class Node:
             self.down()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.endpoints = {"K8SHOST_RUN_DIR": str(self.run_dir)}
+        if self.settings.netns:
+            self.endpoints["K8SHOST_NETNS"] = self.settings.netns
         try:
             for component in self.components:
                 self.endpoints.update(component.start(self))

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
 SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
 MODES = ("standalone", "raft")
+TCP_PORTS = {"nb": 6641, "sb": 6642}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,8 @@ class Member:
     index: int
     """1.. in a cluster, 0 standalone."""
     dir: Path
+    tcp_ip: str = ""
+    """Also listen for clients on TCP at this address (a cluster's underlay), port `tcp_port`."""
 
     @property
     def label(self) -> str:
@@ -67,11 +70,22 @@ class Member:
     def ctl(self) -> Path:
         return self.dir / f"ovsdb-{self.label}.ctl"
 
+    @property
+    def tcp_port(self) -> int:
+        """6641 (NB) / 6642 (SB) for the first member, +1000 for each further one (one address)."""
+        return TCP_PORTS[self.db.key] + 1000 * max(self.index - 1, 0)
+
+    @property
+    def tcp_remote(self) -> str:
+        return f"tcp:{self.tcp_ip}:{self.tcp_port}"
+
     def argv(self) -> list[str]:
+        tcp = [f"--remote=ptcp:{self.tcp_port}:{self.tcp_ip}"] if self.tcp_ip else []
         return [
             "ovsdb-server",
             str(self.dbfile),
             f"--remote=punix:{self.socket}",
+            *tcp,
             f"--unixctl={self.ctl}",
             f"--log-file={self.dir / f'ovsdb-{self.label}.log'}",
         ]
@@ -80,22 +94,30 @@ class Member:
 class OvnCentral:
     """Starts the central databases and northd for a node environment (see module doc)."""
 
-    def __init__(self, mode: str = "standalone", members: int = 3, northds: int = 2) -> None:
+    def __init__(
+        self, mode: str = "standalone", members: int = 3, northds: int = 2, tcp_ip: str = ""
+    ) -> None:
         if mode not in MODES:
             raise DaemonError(f"OVN central mode {mode!r}: expected one of {', '.join(MODES)}")
         self.mode = mode
         self.members = members if mode == "raft" else 1
         self.northds = northds if mode == "raft" else 1
+        self.tcp_ip = tcp_ip
+        """Where every member also listens for clients on TCP ("" = unix sockets only)."""
 
     name = "ovn-central"
 
     def member_list(self, directory: Path, db: Database) -> list[Member]:
         if self.mode == "standalone":
-            return [Member(db, 0, directory)]
-        return [Member(db, i, directory) for i in range(1, self.members + 1)]
+            return [Member(db, 0, directory, self.tcp_ip)]
+        return [Member(db, i, directory, self.tcp_ip) for i in range(1, self.members + 1)]
 
     def remotes(self, directory: Path, db: Database) -> str:
         return ",".join(f"unix:{m.socket}" for m in self.member_list(directory, db))
+
+    def tcp_remotes(self, directory: Path, db: Database) -> str:
+        """The remote list as clients on the underlay reach it ("" without `tcp_ip`)."""
+        return ",".join(m.tcp_remote for m in self.member_list(directory, db)) if self.tcp_ip else ""
 
     def start(self, node: Node) -> dict[str, str]:
         directory = central_dir(node)
@@ -115,8 +137,12 @@ class OvnCentral:
                 directory / f"{label}.pid",
                 env,
                 node.daemons,
+                node.settings.netns,
             )  # fmt: skip
-        return {"OVN_NB_DB": nb, "OVN_SB_DB": sb, "OVN_CENTRAL": self.mode}
+        out = {"OVN_NB_DB": nb, "OVN_SB_DB": sb, "OVN_CENTRAL": self.mode}
+        if self.tcp_ip:
+            out["OVN_NB_DB_TCP"], out["OVN_SB_DB_TCP"] = (self.tcp_remotes(directory, db) for db in DATABASES)
+        return out
 
     def _start_standalone(self, node: Node, m: Member, env: dict[str, str]) -> None:
         start_standalone(node, m, env)
@@ -128,7 +154,9 @@ class OvnCentral:
         for m in members[1:]:
             run_checked(["ovsdb-tool", "join-cluster", str(m.dbfile), m.db.name, raft[m.index], raft[1]], env)
         for m in members:
-            start_detaching(m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons)
+            start_detaching(
+                m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons, node.settings.netns
+            )
         for m in members:  # a joining member has the schema once the cluster has taken it in
             run_checked(
                 ["ovsdb-client", "--timeout=20", "wait", f"unix:{m.socket}", m.db.name, "connected"], env
@@ -145,7 +173,9 @@ class OvnCentral:
         """Start a stopped member again on its database file (it rejoins its cluster)."""
         m = self.member(node, key, index)
         env = {**node.process_env(), **rundirs(m.dir)}
-        return start_detaching(m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons)
+        return start_detaching(
+            m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons, node.settings.netns
+        )
 
     def leader(self, node: Node, key: str) -> Member | None:
         """The member that says it leads its cluster (None during an election)."""
@@ -167,7 +197,9 @@ def start_standalone(node: Node, m: Member, env: dict[str, str]) -> str:
     """One standalone ovsdb-server for `m` (its database file made first if new); its remote."""
     if not m.dbfile.exists():
         run_checked(["ovsdb-tool", "create", str(m.dbfile), str(m.db.schema)], env)
-    start_detaching(m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons)
+    start_detaching(
+        m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons, node.settings.netns
+    )
     return f"unix:{m.socket}"
 
 

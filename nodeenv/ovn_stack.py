@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from nodeenv.daemons import DaemonError, run_checked, start_detaching, wait_for
+from nodeenv.daemons import DaemonError, in_netns, run_checked, start_detaching, wait_for
 from nodeenv.node import Node
 from nodeenv.ovn_central import (
     NB_SCHEMA,
@@ -48,6 +48,15 @@ REQUIRED_TOOLS = (
 )
 
 
+def link_exists(name: str, netns: str = "") -> bool:
+    """Whether network device `name` exists in `netns` ("": this namespace)."""
+    if not netns:
+        return Path(f"/sys/class/net/{name}").exists()
+    return (
+        subprocess.run(["ip", "-n", netns, "link", "show", "dev", name], capture_output=True).returncode == 0
+    )
+
+
 def missing_prerequisites() -> list[str]:
     missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
     missing += [str(s) for s in (OVS_SCHEMA, NB_SCHEMA, SB_SCHEMA) if not s.exists()]
@@ -58,83 +67,24 @@ class OvnStack:
     name = "ovn"
 
     def start(self, node: Node) -> dict[str, str]:
-        missing = missing_prerequisites()
-        if missing:
-            raise DaemonError(f"missing prerequisites: {', '.join(missing)} (run `make setup`)")
+        require_prerequisites()
         bridge, s = node.settings.bridge, node.settings
-        if Path(f"/sys/class/net/{bridge}").exists():
+        if link_exists(bridge, s.netns):
             raise DaemonError(
                 f"a network device named {bridge} already exists: another OVS owns it, or a crashed "
                 f"run left it behind (then: ip link del {bridge})"
             )
         ovs_dir = node.path("ovs", "x").parent
-        if not Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
+        if not link_exists(USERSPACE_DATAPATH_DEV, s.netns):
             (ovs_dir / "datapath-created").touch()
-        env = {**node.process_env(), **rundirs(ovs_dir)}
         central = OvnCentral(s.ovn_central).start(node)
-        ovs_db = start_ovsdb(node, "ovs", OVS_SCHEMA, env)
-        vsctl = ["ovs-vsctl", f"--db={ovs_db}", "--timeout=10"]
-        start_vswitchd(node, env)
-        run_checked(
-            [
-                *vsctl,
-                "--may-exist",
-                "add-br",
-                bridge,
-                "--",
-                "set",
-                "Bridge",
-                bridge,
-                "datapath_type=netdev",
-                "fail_mode=secure",
-                "other_config:disable-in-band=true",
-                "--",
-                "set",
-                "Open_vSwitch",
-                ".",
-                f"external_ids:system-id={s.system_id}",
-                f"external_ids:ovn-remote={central['OVN_SB_DB']}",
-                "external_ids:ovn-encap-type=geneve",
-                f"external_ids:ovn-encap-ip={s.encap_ip}",
-                f"external_ids:ovn-bridge={bridge}",
-                "external_ids:ovn-bridge-datapath-type=netdev",
-                # the whole southbound database, not per-datapath conditions (as ovn-kubernetes
-                # does): no monitor-condition round trip before a new pod's port can be bound
-                "external_ids:ovn-monitor-all=true",
-            ],
-            env,
-        )
-        (ovs_dir / "bridge-created").write_text(bridge)
-        _wait_for_bridge(bridge, ovs_dir / "ovs-vswitchd.log")
-        # ovn-controller has no --unixctl in OVN 23.03; OVN_RUNDIR places its control socket.
-        start_detaching(
-            "ovn-controller",
-            [
-                "ovn-controller",
-                ovs_db,
-                f"--log-file={ovs_dir / 'ovn-controller.log'}",
-            ],
-            ovs_dir / "ovn-controller.pid",
-            env,
-            node.daemons,
-        )
-        sbctl = ["ovn-sbctl", f"--db={central['OVN_SB_DB']}", "--timeout=10"]
-        wait_for(
-            lambda: s.system_id in _quiet([*sbctl, "--bare", "--columns=name", "list", "Chassis"]),
-            "ovn-controller to register its chassis",
-        )
-        return {
-            "OVS_DB": ovs_db,
-            **central,
-            "OVS_BRIDGE": bridge,
-            "OVN_CHASSIS": s.system_id,
-            **rundirs(ovs_dir),
-        }
+        ovs_db = start_switch(node)
+        return {**start_controller(node, ovs_db, central["OVN_SB_DB"]), **central}
 
     def cleanup(self, node: Node) -> None:
         # ovs-vswitchd leaves the bridge's tap device behind when it is stopped.
         marker = node.run_dir / "ovs" / "bridge-created"
-        if not marker.exists():
+        if not marker.exists() or node.settings.netns:  # a node's own netns takes its devices with it
             return
         bridge = marker.read_text()
         if Path(f"/sys/class/net/{bridge}").exists():
@@ -142,6 +92,76 @@ class OvnStack:
         # The userspace datapath's tap is persistent; remove it only if this node-up made it.
         if (node.run_dir / "ovs" / "datapath-created").exists():
             subprocess.run(["ip", "link", "del", USERSPACE_DATAPATH_DEV], capture_output=True)
+
+
+def require_prerequisites() -> None:
+    missing = missing_prerequisites()
+    if missing:
+        raise DaemonError(f"missing prerequisites: {', '.join(missing)} (run `make setup`)")
+
+
+def start_switch(node: Node) -> str:
+    """The node's ovsdb-server (Open_vSwitch) and ovs-vswitchd, no bridge yet; the OVSDB remote."""
+    env = {**node.process_env(), **rundirs(node.path("ovs", "x").parent)}
+    ovs_db = start_ovsdb(node, "ovs", OVS_SCHEMA, env)
+    start_vswitchd(node, env)
+    return ovs_db
+
+
+def start_controller(node: Node, ovs_db: str, sb_remote: str) -> dict[str, str]:
+    """The integration bridge (userspace datapath) and ovn-controller as chassis `system_id`,
+    encapsulating Geneve from `encap_ip`, given the SB remote list; waits for its Chassis row."""
+    bridge, s = node.settings.bridge, node.settings
+    ovs_dir = node.path("ovs", "x").parent
+    env = {**node.process_env(), **rundirs(ovs_dir)}
+    run_checked(
+        [
+            "ovs-vsctl",
+            f"--db={ovs_db}",
+            "--timeout=10",
+            "--may-exist",
+            "add-br",
+            bridge,
+            "--",
+            "set",
+            "Bridge",
+            bridge,
+            "datapath_type=netdev",
+            "fail_mode=secure",
+            "other_config:disable-in-band=true",
+            "--",
+            "set",
+            "Open_vSwitch",
+            ".",
+            f"external_ids:system-id={s.system_id}",
+            f"external_ids:ovn-remote={sb_remote}",
+            "external_ids:ovn-encap-type=geneve",
+            f"external_ids:ovn-encap-ip={s.encap_ip}",
+            f"external_ids:ovn-bridge={bridge}",
+            "external_ids:ovn-bridge-datapath-type=netdev",
+            # the whole southbound database, not per-datapath conditions (as ovn-kubernetes
+            # does): no monitor-condition round trip before a new pod's port can be bound
+            "external_ids:ovn-monitor-all=true",
+        ],
+        env,
+    )
+    (ovs_dir / "bridge-created").write_text(bridge)
+    wait_for_bridge(bridge, ovs_dir / "ovs-vswitchd.log", s.netns)
+    # ovn-controller has no --unixctl in OVN 23.03; OVN_RUNDIR places its control socket.
+    start_detaching(
+        "ovn-controller",
+        ["ovn-controller", ovs_db, f"--log-file={ovs_dir / 'ovn-controller.log'}"],
+        ovs_dir / "ovn-controller.pid",
+        env,
+        node.daemons,
+        s.netns,
+    )
+    sbctl = in_netns(s.netns, ["ovn-sbctl", f"--db={sb_remote}", "--timeout=10"])
+    wait_for(
+        lambda: s.system_id in _quiet([*sbctl, "--bare", "--columns=name", "list", "Chassis"]),
+        "ovn-controller to register its chassis",
+    )
+    return {"OVS_DB": ovs_db, "OVS_BRIDGE": bridge, "OVN_CHASSIS": s.system_id, **rundirs(ovs_dir)}
 
 
 def start_ovsdb(node: Node, db: str, schema: Path, env: dict[str, str]) -> str:
@@ -166,14 +186,15 @@ def start_vswitchd(node: Node, env: dict[str, str]) -> dict[str, str]:
         ovs_dir / "ovs-vswitchd.pid",
         env,
         node.daemons,
+        node.settings.netns,
     )
     return rundirs(ovs_dir)
 
 
-def _wait_for_bridge(bridge: str, vswitchd_log: Path, timeout: float = 10.0) -> None:
+def wait_for_bridge(bridge: str, vswitchd_log: Path, netns: str, timeout: float = 10.0) -> None:
     """ovs-vswitchd creates the bridge's tap asynchronously; fail clearly when it cannot."""
     deadline = time.monotonic() + timeout
-    while not Path(f"/sys/class/net/{bridge}").exists():
+    while not link_exists(bridge, netns):
         text = vswitchd_log.read_text(errors="replace") if vswitchd_log.exists() else ""
         if f"{USERSPACE_DATAPATH_DEV}: creating tap device failed: Device or resource busy" in text:
             raise DaemonError(
@@ -183,7 +204,7 @@ def _wait_for_bridge(bridge: str, vswitchd_log: Path, timeout: float = 10.0) -> 
             )
         if time.monotonic() > deadline:
             raise DaemonError(f"ovs-vswitchd did not create {bridge}; see {vswitchd_log}")
-        time.sleep(0.02)
+        time.sleep(0.02 if not netns else 0.05)
 
 
 def _quiet(argv: list[str]) -> str:

@@ -9,6 +9,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,25 @@ class KubeClient:
         except ApiError as e:
             if e.code != 404:
                 raise
+
+
+def register_node(client: KubeClient, name: str, address: str, labels: Mapping[str, str]) -> None:
+    """What kubelet does at start: the Node object (if missing), then its status: Ready, with its
+    InternalIP and Hostname addresses."""
+    try:
+        client.request("GET", f"/api/v1/nodes/{name}")
+    except ApiError as e:
+        if e.code != 404:
+            raise
+        meta = {
+            "name": name,
+            "labels": {**labels, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+        }
+        client.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
+    status = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                              "message": "kubelet is posting ready status"}],
+              "addresses": [{"type": "InternalIP", "address": address},
+                            {"type": "Hostname", "address": name}]}  # fmt: skip
+    client.request(
+        "PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, "application/merge-patch+json"
+    )

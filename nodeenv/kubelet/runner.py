@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nodeenv.kubelet import controllers
-from nodeenv.kubelet.apiclient import ApiError, KubeClient
+from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.kubelet.podman_args import Placement, run_args
@@ -338,28 +338,7 @@ class Runner:
 
     def register_node(self) -> None:
         """The Node object kubelet registers, Ready, with its InternalIP."""
-        s = self.settings
-        if self.client.request("GET", f"{CORE}/nodes")["items"] and self._node_exists():
-            return
-        node = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": s.node_name, "labels": {**s.labels, "kubernetes.io/hostname": s.node_name,  # noqa: E501
-                                                             "kubernetes.io/os": "linux"}}}  # fmt: skip
-        self.client.request("POST", f"{CORE}/nodes", node)
-        status = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                  "message": "kubelet is posting ready status"}],
-                  "addresses": [{"type": "InternalIP", "address": s.node_ip},
-                                {"type": "Hostname", "address": s.node_name}]}  # fmt: skip
-        self.client.request("PATCH", f"{CORE}/nodes/{s.node_name}/status", {"status": status},
-                            "application/merge-patch+json")  # fmt: skip
-
-    def _node_exists(self) -> bool:
-        try:
-            self.client.request("GET", f"{CORE}/nodes/{self.settings.node_name}")
-        except ApiError as e:
-            if e.code == 404:
-                return False
-            raise
-        return True
+        register_node(self.client, self.settings.node_name, self.settings.node_ip, self.settings.labels)
 
     def publish_root_ca(self, namespace: str) -> None:
         """kube-controller-manager's root-ca-cert-publisher (kube-root-ca.crt) and serviceaccount

@@ -1,0 +1,92 @@
+"""A cluster node's OVS and ovn-controller: Geneve through OVS userspace tunnelling.
+
+There is no kernel datapath (no OVS or geneve module), so the tunnel is the userspace one:
+ovs-vswitchd's `br-phy` bridge (userspace datapath) takes the node's uplink `eth0`, the node's
+underlay address sits on br-phy's internal port, and vswitchd learns the route to the other nodes
+(`ovs-appctl ovs/route/show`) and their MACs (`tnl/arp/show`) from that. ovn-controller (chassis
+= node name) encapsulates from that address (`ovn-encap-ip`) and reaches the SB over the same
+underlay: a node's own SB connection rides its br-phy.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+
+from nodeenv.cluster.underlay import NODE_UPLINK
+from nodeenv.daemons import DaemonError, in_netns, run_checked, wait_for
+from nodeenv.node import Node
+from nodeenv.ovn_central import rundirs
+from nodeenv.ovn_stack import require_prerequisites, start_controller, start_switch, wait_for_bridge
+
+PHYS_BRIDGE = "br-phy"
+
+
+class NodeChassis:
+    """Component: the node's ovsdb-server, ovs-vswitchd (br-phy, br-int) and ovn-controller."""
+
+    name = "ovn-chassis"
+
+    def __init__(self, central: Mapping[str, str], prefixlen: int) -> None:
+        self.central, self.prefixlen = dict(central), prefixlen
+        """The cluster's central endpoints (OVN_NB_DB_TCP, OVN_SB_DB_TCP: the underlay's remotes)."""
+
+    def start(self, node: Node) -> dict[str, str]:
+        require_prerequisites()
+        ovs_db = start_switch(node)
+        self._uplink(node, ovs_db)
+        self._reach_central(node)
+        try:
+            out = start_controller(node, ovs_db, self.central["OVN_SB_DB_TCP"])
+        except DaemonError as e:
+            raise DaemonError(f"node {node.settings.system_id} cannot join the cluster: {e}") from e
+        # as this node's daemons reach OVN central: over the underlay (see cluster.env for the
+        # unix-socket remotes usable from the machine's own namespace)
+        return {
+            **out,
+            "OVN_NB_DB": self.central["OVN_NB_DB_TCP"],
+            "OVN_SB_DB": self.central["OVN_SB_DB_TCP"],
+            "K8SHOST_NODE_IP": node.settings.encap_ip,
+        }
+
+    def _uplink(self, node: Node, ovs_db: str) -> None:
+        s, ovs_dir = node.settings, node.path("ovs", "x").parent
+        env = {**node.process_env(), **rundirs(ovs_dir)}
+        run_checked(["ovs-vsctl", f"--db={ovs_db}", "--timeout=10", "--may-exist", "add-br", PHYS_BRIDGE,
+                     "--", "set", "Bridge", PHYS_BRIDGE, "datapath_type=netdev",
+                     "--", "--may-exist", "add-port", PHYS_BRIDGE, NODE_UPLINK], env)  # fmt: skip
+        wait_for_bridge(PHYS_BRIDGE, ovs_dir / "ovs-vswitchd.log", s.netns)
+        ns = ["ip", "-n", s.netns]
+        run_checked([*ns, "addr", "add", f"{s.encap_ip}/{self.prefixlen}", "dev", PHYS_BRIDGE])
+        run_checked([*ns, "link", "set", PHYS_BRIDGE, "up"])
+        appctl = ["ovs-appctl", "-t", str(ovs_dir / "ovs-vswitchd.ctl")]
+        wait_for(
+            lambda: f"{s.encap_ip}" in _output([*appctl, "ovs/route/show"]),
+            f"ovs-vswitchd to learn the route from {s.encap_ip} on {PHYS_BRIDGE}",
+            timeout=10,
+        )
+
+    def _reach_central(self, node: Node, timeout: int = 3) -> None:
+        """At least one SB member answers from the node over the underlay, or the node cannot join:
+        say which remotes failed and how (before ovn-controller would retry it silently)."""
+        s, errors = node.settings, []
+        for remote in self.central["OVN_SB_DB_TCP"].split(","):
+            argv = ["ovsdb-client", f"--timeout={timeout}", "list-dbs", remote]
+            proc = subprocess.run(in_netns(s.netns, argv), capture_output=True, text=True)
+            if proc.returncode == 0:
+                return
+            errors.append(f"{remote}: {proc.stderr.strip().removeprefix('ovsdb-client: ') or 'no answer'}")
+        raise DaemonError(
+            f"node {s.system_id} cannot join the cluster: no OVN southbound member answers from "
+            f"{s.encap_ip} ({s.netns}) over the underlay: {'; '.join(errors)}"
+        )
+
+    def cleanup(self, node: Node) -> None:
+        """Nothing: the bridges' devices go with the node's network namespace."""
+
+
+def _output(argv: list[str]) -> str:
+    try:
+        return run_checked(argv)
+    except DaemonError:
+        return ""

@@ -1,0 +1,196 @@
+"""A cluster of nodes on one machine: the control plane, OVN central, N nodes; up, down, files.
+
+`Cluster.up()` builds the underlay (nodeenv/cluster/underlay.py), starts the API double in this
+namespace on loopback (`control`), OVN central (NB, SB, northd; standalone or RAFT) in the
+underlay namespace listening on unix sockets (for this namespace) and on the underlay (for the
+nodes), then each node: its namespace on the underlay, its chassis (nodeenv/cluster/chassis.py),
+its PrismNET agent with plugin and conflist under its own install root, and its Node object in
+the API. Each of those is a `Node` (nodeenv/node.py) with its own run dir and daemon table, so a
+node is the same value the single-node environment is made of. It writes `<run>/nodes/<n>/node.env`
+per node and the cluster files `<run>/cluster.json` and `<run>/cluster.env`.
+`Cluster.down()` stops every node, central and control by PID, deletes the namespaces by name
+prefix and removes the run dir.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodeenv.cluster.chassis import NodeChassis
+from nodeenv.cluster.settings import ClusterSettings
+from nodeenv.cluster.underlay import Underlay, list_netns
+from nodeenv.cni_component import CniComponent
+from nodeenv.daemons import DaemonError
+from nodeenv.kubeapi_component import KubeApiComponent
+from nodeenv.kubelet.apiclient import KubeClient, register_node
+from nodeenv.node import Component, Node, NodeSettings, read_env_file, write_env_file
+from nodeenv.ovn_central import OvnCentral
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClusterNode:
+    name: str
+    index: int
+    address: str
+    """Underlay address: its Geneve endpoint and the Node object's InternalIP."""
+    node: Node
+
+    @property
+    def netns(self) -> str:
+        return self.node.settings.netns
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.node.endpoints
+
+    @property
+    def env_file(self) -> Path:
+        return self.node.env_file
+
+
+class Cluster:
+    def __init__(self, settings: ClusterSettings) -> None:
+        settings.validate()
+        self.settings = s = settings
+        self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
+        self.control = Node(NodeSettings(run_dir=s.run_dir / "control"), [KubeApiComponent()])
+        self.central_component = OvnCentral(s.ovn_central, tcp_ip=s.central_address)
+        central = NodeSettings(
+            run_dir=s.run_dir / "central", netns=self.underlay.netns, ovn_central=s.ovn_central
+        )
+        self.central = Node(central, [self.central_component])
+        self.nodes = [self._node(i, name) for i, name in enumerate(s.node_names(), 1)]
+
+    def _node(self, index: int, name: str) -> ClusterNode:
+        s, run = self.settings, self.settings.run_dir / "nodes" / name
+        ns = NodeSettings(run_dir=run, bridge="br-int", system_id=name, encap_ip=s.node_address(index),
+                          install_root=run / "root", netns=self.underlay.node_netns(name))  # fmt: skip
+        return ClusterNode(name, index, s.node_address(index), Node(ns, []))
+
+    def node_components(self, central: dict[str, str]) -> list[Component]:
+        """What runs on every node, in order (the cluster's central endpoints known)."""
+        cni = CniComponent(cluster_cidr=self.settings.cluster_cidr)
+        return [NodeChassis(central, self.settings.underlay.prefixlen), cni]
+
+    @property
+    def cluster_file(self) -> Path:
+        return self.settings.run_dir / "cluster.json"
+
+    @property
+    def env_file(self) -> Path:
+        return self.settings.run_dir / "cluster.env"
+
+    def is_up(self) -> bool:
+        parts = [self.control, self.central, *(n.node for n in self.nodes)]
+        return self.cluster_file.exists() and all(p.is_up() for p in parts)
+
+    def up(self) -> dict[str, str]:
+        """Start the whole cluster (nothing if it is up); on failure stop what was started."""
+        if self.is_up():
+            return self.load()
+        if self.settings.run_dir.exists() or list_netns(self.settings.prefix):
+            log.info(
+                "stale cluster (prefix %s) in %s; cleaning it first",
+                self.settings.prefix,
+                self.settings.run_dir,
+            )
+            self.down()
+        self.settings.run_dir.mkdir(parents=True)
+        t0 = time.monotonic()
+        try:
+            self.underlay.create()
+            control = self.control.up()
+            central = self.central.up()
+            for n in self.nodes:
+                self.underlay.attach(n.index, n.name)
+                n.node.components = self.node_components(central)
+                n.node.up()
+                register_node(KubeClient.from_kubeconfig(Path(control["KUBECONFIG"])), n.name, n.address,
+                              {"k8shost.plasmacloud.io/cluster": self.settings.prefix})  # fmt: skip
+        except BaseException:
+            log.error("cluster-up failed; stopping what was started")
+            self.down()
+            raise
+        env = self._write_files(control, central)
+        log.info("cluster of %d nodes up in %.1f s", len(self.nodes), time.monotonic() - t0)
+        return env
+
+    def _write_files(self, control: dict[str, str], central: dict[str, str]) -> dict[str, str]:
+        nodes = [{"name": n.name, "netns": n.netns, "address": n.address, "env_file": str(n.env_file)}
+                 for n in self.nodes]  # fmt: skip
+        doc = {
+            "prefix": self.settings.prefix,
+            "underlay": {"netns": self.underlay.netns, "cidr": self.settings.underlay_cidr,
+                         "central_address": self.settings.central_address},
+            "central": central,
+            "kubeconfig": control["KUBECONFIG"],
+            "nodes": nodes,
+        }  # fmt: skip
+        self.cluster_file.write_text(json.dumps(doc, indent=1))
+        env = {
+            "K8SHOST_CLUSTER_DIR": str(self.settings.run_dir),
+            "K8SHOST_CLUSTER_NODES": " ".join(n.name for n in self.nodes),
+            **{f"K8SHOST_NODE_{n.index}": f"{n.name} {n.netns} {n.address}" for n in self.nodes},
+            "K8SHOST_UNDERLAY_NETNS": self.underlay.netns,
+            # usable from this namespace: the members' unix sockets (nodes use the *_TCP lists)
+            **{k: v for k, v in central.items() if k.startswith("OVN_")},
+            "KUBECONFIG": control["KUBECONFIG"],
+            "KUBE_API_URL": control["KUBE_API_URL"],
+        }
+        write_env_file(self.env_file, env)
+        return env
+
+    def load(self) -> dict[str, str]:
+        """The endpoints of a running cluster (its env files read back)."""
+        for part in (self.control, self.central, *(n.node for n in self.nodes)):
+            part.endpoints = read_env_file(part.env_file)
+        return read_env_file(self.env_file)
+
+    def down(self) -> list[str]:
+        """Stop everything by PID (nodes, central, control), delete the namespaces, remove the run dir;
+        the names of the daemons stopped, `<part>/<daemon>`."""
+        stopped: list[str] = []
+        for label, part in self._parts_newest_first():
+            if part.run_dir.exists():
+                stopped += [f"{label}/{name}" for name in part.down()]
+        self.underlay.destroy()
+        shutil.rmtree(self.settings.run_dir, ignore_errors=True)
+        return stopped
+
+    def _parts_newest_first(self) -> Iterable[tuple[str, Node]]:
+        for n in reversed(self.nodes):
+            if n.node.run_dir.exists():
+                self._restore_components(n)
+            yield n.name, n.node
+        yield "central", self.central
+        yield "control", self.control
+
+    def _restore_components(self, n: ClusterNode) -> None:
+        """A node's components need the central endpoints (for cleanup after a crash as well)."""
+        central_env = self.settings.run_dir / "central" / "node.env"
+        central = read_env_file(central_env) if central_env.exists() else {}
+        n.node.components = self.node_components(central)
+
+    def faults(self) -> Sequence[str]:
+        """Dead or wedged daemons anywhere in the cluster, each `<part>: <fault>`."""
+        out = []
+        for label, part in [
+            ("control", self.control),
+            ("central", self.central),
+            *((n.name, n.node) for n in self.nodes),
+        ]:
+            out += [f"{label}: {f}" for f in part.check()]
+        return out
+
+
+def require_up(cluster: Cluster) -> None:
+    if not cluster.is_up():
+        raise DaemonError(f"no cluster is up in {cluster.settings.run_dir} (make cluster-up)")

@@ -1,0 +1,61 @@
+"""`k8shost-node cluster-up|cluster-down|cluster-status`: the cluster commands of the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from nodeenv.cluster.cluster import Cluster
+from nodeenv.cluster.settings import ClusterSettings
+from nodeenv.node import read_env_file
+
+COMMANDS = ("cluster-up", "cluster-down", "cluster-status")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = ClusterSettings.from_env(os.environ)
+    g = p.add_argument_group("cluster mode (cluster-up, cluster-down, cluster-status)")
+    g.add_argument("--nodes", type=int, default=d.nodes, help="number of nodes (env K8SHOST_NODES)")
+    g.add_argument("--cluster-dir", type=Path, default=d.run_dir, help="run dir (env K8SHOST_CLUSTER_DIR)")
+    g.add_argument("--prefix", default=d.prefix,
+                   help="name prefix of the namespaces it makes (env K8SHOST_CLUSTER_PREFIX)")  # fmt: skip
+    g.add_argument("--underlay-cidr", default=d.underlay_cidr,
+                   help="the nodes' network, inside namespaces only (env K8SHOST_UNDERLAY_CIDR)")  # fmt: skip
+    g.add_argument("--cluster-cidr", default=d.cluster_cidr, help="pod network (env K8SHOST_CLUSTER_CIDR)")
+
+
+def settings_from(args: argparse.Namespace) -> ClusterSettings:
+    return ClusterSettings(run_dir=args.cluster_dir.resolve(), nodes=args.nodes, prefix=args.prefix,
+                           ovn_central=args.ovn_central, underlay_cidr=args.underlay_cidr,
+                           cluster_cidr=args.cluster_cidr)  # fmt: skip
+
+
+def run(command: str, args: argparse.Namespace) -> int:
+    try:
+        cluster = Cluster(settings_from(args))
+    except ValueError as e:
+        print(f"{command}: {e}")
+        return 2
+    if command == "cluster-up":
+        t0 = time.monotonic()
+        cluster.up()
+        print(f"cluster of {len(cluster.nodes)} nodes up in {time.monotonic() - t0:.1f} s; "
+              f"cluster file {cluster.cluster_file}, shell variables in {cluster.env_file}")  # fmt: skip
+        for n in cluster.nodes:
+            print(f"  {n.name}: netns {n.netns}, address {n.address}, env {n.env_file}")
+        return 0
+    if command == "cluster-down":
+        stopped = cluster.down()
+        print(f"cluster down; stopped {len(stopped)} daemons")
+        return 0
+    faults = cluster.faults() if cluster.env_file.exists() else []
+    if faults:
+        print("found dead or wedged: " + "; ".join(faults))
+        return 1
+    if cluster.is_up():
+        print("".join(f"{k}={v}\n" for k, v in read_env_file(cluster.env_file).items()), end="")
+        return 0
+    print("cluster is not up")
+    return 1

@@ -1,0 +1,89 @@
+"""The underlay: the network between the nodes, entirely inside namespaces the cluster creates.
+
+`<prefix>-underlay` holds a Linux bridge `br-underlay` with the central's address (OVN central
+runs there); each node is a namespace `<prefix>-<node>` joined to that bridge by a veth pair
+(`ul<i>` on the bridge, `eth0` in the node). The node's address is not on `eth0`: the node's
+ovs-vswitchd takes `eth0` into its `br-phy` bridge and the address sits on br-phy's internal
+port (nodeenv/cluster/chassis.py), as OVS userspace tunnelling needs. Nothing is created in,
+or routed to, the namespace this runs in: it reaches the central databases over unix sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+
+from nodeenv.daemons import DaemonError, run_checked
+
+log = logging.getLogger(__name__)
+
+BRIDGE = "br-underlay"
+NODE_UPLINK = "eth0"
+
+
+def list_netns(prefix: str) -> list[str]:
+    """Network namespaces named `<prefix>-...`, the ones a cluster with this prefix creates."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(f"{prefix}-")]
+
+
+def delete_netns(name: str) -> None:
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def add_netns(name: str) -> None:
+    """A new namespace with loopback up (daemons in it listen on 127.0.0.1)."""
+    run_checked(["ip", "netns", "add", name])
+    run_checked(["ip", "-n", name, "link", "set", "lo", "up"])
+
+
+def tx_offload_off(netns: str, ifname: str) -> None:
+    """The userspace datapath reads packets off this device with AF_PACKET: checksums left to
+    the device (offload) would reach the other side unfilled and TCP would stall."""
+    run_checked(["ip", "netns", "exec", netns, "ethtool", "-K", ifname, "tx", "off"])
+
+
+class Underlay:
+    def __init__(self, prefix: str, address: str, prefixlen: int) -> None:
+        self.prefix, self.address, self.prefixlen = prefix, address, prefixlen
+
+    @property
+    def netns(self) -> str:
+        return f"{self.prefix}-underlay"
+
+    def node_netns(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    def create(self) -> None:
+        """The underlay namespace and its bridge with the central's address."""
+        left = list_netns(self.prefix)
+        if left:
+            raise DaemonError(
+                f"network namespaces {', '.join(left)} already exist: another cluster with prefix "
+                f"{self.prefix!r} runs (make cluster-down), or a crashed one left them behind"
+            )
+        add_netns(self.netns)
+        ns = ["ip", "-n", self.netns]
+        run_checked([*ns, "link", "add", "name", BRIDGE, "type", "bridge"])
+        run_checked([*ns, "addr", "add", f"{self.address}/{self.prefixlen}", "dev", BRIDGE])
+        run_checked([*ns, "link", "set", BRIDGE, "up"])
+
+    def attach(self, index: int, node: str) -> str:
+        """The node's namespace, wired to the bridge; returns the namespace's name."""
+        netns, port = self.node_netns(node), f"ul{index}"
+        add_netns(netns)
+        ns = ["ip", "-n", self.netns]
+        run_checked([*ns, "link", "add", "name", port, "type", "veth", "peer", "name", NODE_UPLINK,
+                     "netns", netns])  # fmt: skip
+        run_checked([*ns, "link", "set", port, "master", BRIDGE, "up"])
+        run_checked(["ip", "-n", netns, "link", "set", NODE_UPLINK, "up"])
+        tx_offload_off(self.netns, port)
+        tx_offload_off(netns, NODE_UPLINK)
+        return netns
+
+    def destroy(self) -> list[str]:
+        """Delete every namespace of this prefix (nodes, underlay; pods' ones named so too)."""
+        gone = list_netns(self.prefix)
+        for name in gone:
+            delete_netns(name)
+        return gone
