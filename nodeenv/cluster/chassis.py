@@ -11,6 +11,7 @@ underlay: a node's own SB connection rides its br-phy.
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Mapping
 
 from nodeenv.cluster.underlay import NODE_UPLINK
@@ -39,7 +40,7 @@ class NodeChassis:
         try:
             out = start_controller(node, ovs_db, self.central["OVN_SB_DB_TCP"])
         except DaemonError as e:
-            raise DaemonError(f"node {node.settings.system_id} cannot join the cluster: {e}") from e
+            raise DaemonError(f"{node.settings.system_id} cannot join the cluster: {e}") from e
         # as this node's daemons reach OVN central: over the underlay (see cluster.env for the
         # unix-socket remotes usable from the machine's own namespace)
         return {
@@ -66,18 +67,27 @@ class NodeChassis:
             timeout=10,
         )
 
-    def _reach_central(self, node: Node, timeout: int = 3) -> None:
+    def _reach_central(self, node: Node, timeout: float = 5.0) -> None:
         """At least one SB member answers from the node over the underlay, or the node cannot join:
         say which remotes failed and how (before ovn-controller would retry it silently)."""
-        s, errors = node.settings, []
-        for remote in self.central["OVN_SB_DB_TCP"].split(","):
-            argv = ["ovsdb-client", f"--timeout={timeout}", "list-dbs", remote]
-            proc = subprocess.run(in_netns(s.netns, argv), capture_output=True, text=True)
+        s, remotes = node.settings, self.central["OVN_SB_DB_TCP"].split(",")
+        argv = [in_netns(s.netns, ["ovsdb-client", "list-dbs", r]) for r in remotes]
+        tries = [
+            subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for a in argv
+        ]
+        deadline, errors = time.monotonic() + timeout, []
+        for remote, proc in zip(remotes, tries, strict=True):  # all at once: one timeout, not one each
+            try:
+                err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.01))[1]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                err = f"no answer within {timeout:.0f} s"
             if proc.returncode == 0:
                 return
-            errors.append(f"{remote}: {proc.stderr.strip().removeprefix('ovsdb-client: ') or 'no answer'}")
+            errors.append(f"{remote}: {err.strip().removeprefix('ovsdb-client: ')}")
         raise DaemonError(
-            f"node {s.system_id} cannot join the cluster: no OVN southbound member answers from "
+            f"{s.system_id} cannot join the cluster: no OVN southbound member answers from "
             f"{s.encap_ip} ({s.netns}) over the underlay: {'; '.join(errors)}"
         )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -67,9 +68,11 @@ class Cluster:
             run_dir=s.run_dir / "central", netns=self.underlay.netns, ovn_central=s.ovn_central
         )
         self.central = Node(central, [self.central_component])
-        self.nodes = [self._node(i, name) for i, name in enumerate(s.node_names(), 1)]
+        self.nodes = [self.new_node(i, name) for i, name in enumerate(s.node_names(), 1)]
 
-    def _node(self, index: int, name: str) -> ClusterNode:
+    def new_node(self, index: int, name: str = "") -> ClusterNode:
+        """Node `index` (1..) of this cluster, not started: its settings, netns and address."""
+        name = name or f"node{index}"
         s, run = self.settings, self.settings.run_dir / "nodes" / name
         ns = NodeSettings(run_dir=run, bridge="br-int", system_id=name, encap_ip=s.node_address(index),
                           install_root=run / "root", netns=self.underlay.node_netns(name))  # fmt: skip
@@ -115,6 +118,7 @@ class Cluster:
                 n.node.up()
                 register_node(KubeClient.from_kubeconfig(Path(control["KUBECONFIG"])), n.name, n.address,
                               {"k8shost.plasmacloud.io/cluster": self.settings.prefix})  # fmt: skip
+            self._learn_tunnel_neighbours()
         except BaseException:
             log.error("cluster-up failed; stopping what was started")
             self.down()
@@ -122,6 +126,16 @@ class Cluster:
         env = self._write_files(control, central)
         log.info("cluster of %d nodes up in %.1f s", len(self.nodes), time.monotonic() - t0)
         return env
+
+    def _learn_tunnel_neighbours(self) -> None:
+        """One ping from every node to every other over the underlay: each vswitchd learns the others'
+        MACs from the ARP through its br-phy (`tnl/arp/show`), so a pod's first packet to another
+        node is not dropped while the tunnel's neighbour is resolved."""
+        for a in self.nodes:
+            for b in self.nodes:
+                if a is not b:
+                    subprocess.run(["ip", "netns", "exec", a.netns, "ping", "-c1", "-W1", b.address],
+                                   capture_output=True)  # fmt: skip
 
     def _write_files(self, control: dict[str, str], central: dict[str, str]) -> dict[str, str]:
         nodes = [{"name": n.name, "netns": n.netns, "address": n.address, "env_file": str(n.env_file)}
