@@ -180,12 +180,20 @@ class Cluster:
         return stopped
 
     def _parts_newest_first(self) -> Iterable[tuple[str, Node]]:
-        for n in reversed(self.nodes):
+        for n in reversed(self._nodes_on_disk()):
             if n.node.run_dir.exists():
                 self._restore_components(n)
             yield n.name, n.node
         yield "central", self.central
         yield "control", self.control
+
+    def _nodes_on_disk(self) -> list[ClusterNode]:
+        """This cluster's nodes plus any other node whose run dir is there (one started by a
+        cluster-up with more nodes, or a test's extra node): down() stops them all."""
+        known = {n.name for n in self.nodes}
+        found = sorted(p.name for p in (self.settings.run_dir / "nodes").glob("node*") if p.name not in known)
+        extra = [self.new_node(int(name.removeprefix("node")), name) for name in found if name[4:].isdigit()]
+        return sorted([*self.nodes, *extra], key=lambda n: n.index)
 
     def _restore_components(self, n: ClusterNode) -> None:
         """A node's components need the central endpoints (for cleanup after a crash as well)."""

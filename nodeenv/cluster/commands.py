@@ -40,6 +40,8 @@ def run(command: str, args: argparse.Namespace) -> int:
         return 2
     if command == "cluster-up":
         t0 = time.monotonic()
+        if cluster.is_up():
+            print(f"cluster already up in {cluster.settings.run_dir}")
         cluster.up()
         print(f"cluster of {len(cluster.nodes)} nodes up in {time.monotonic() - t0:.1f} s; "
               f"cluster file {cluster.cluster_file}, shell variables in {cluster.env_file}")  # fmt: skip
