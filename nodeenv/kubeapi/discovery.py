@@ -2,7 +2,8 @@
 
 /api -> APIVersions, /apis -> APIGroupList, /api/v1 and /apis/<g>/<v> -> APIResourceList with
 each resource's verbs, shortNames, categories, singularName and its `<plural>/status` and
-`<plural>/scale` (autoscaling/v1 Scale: Deployments, StatefulSets, ReplicaSets) subresources. Custom resources appear with their CRD. Aggregated discovery (`as=APIGroupDiscoveryList`) is not
+`<plural>/scale` (autoscaling/v1 Scale: Deployments, StatefulSets, ReplicaSets) subresources.
+Custom resources appear with their CRD. Aggregated discovery (`as=APIGroupDiscoveryList`) is not
 served: clients that ask for it accept the plain list that comes back with
 `Content-Type: application/json` (kubectl falls back).
 """

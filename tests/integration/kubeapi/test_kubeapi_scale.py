@@ -6,26 +6,18 @@ negative count, 409 for a stale resourceVersion, kubectl's --current-replicas pr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl, kubectl_json
-from tests.integration.kubeapi.test_kubeapi_official_client import status_of
+from tests.integration.kubeapi.test_kubeapi_official_client import api, status_of
 from tests.kubeapi_fixture import KubeApiHandle
 
 NS = "default"
-
-
-@pytest.fixture
-def api(kube_api: KubeApiHandle) -> Iterator[client.ApiClient]:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(kube_api.kubeconfig), client_configuration=cfg)
-    with client.ApiClient(cfg) as c:
-        yield c
+__all__ = ["api"]  # the official client's fixture
 
 
 def workload(kind: str, name: str, replicas: int = 1) -> dict[str, Any]:
