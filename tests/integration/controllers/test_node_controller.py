@@ -29,6 +29,7 @@ from tests.integration.controllers.machinery_kit import client_for, eventually
 
 pytestmark = [pytest.mark.root, pytest.mark.ovn]
 CLUSTER = ipaddress.ip_network("10.77.0.0/16")
+SA = "system:serviceaccount:kube-system:node-controller"  # its RBAC is checked (tests/rbac_coverage.py)
 
 
 def _sbctl(node: Node, *args: str) -> str:
@@ -84,7 +85,8 @@ async def test_a_deleted_node_is_released_and_nothing_else(
         _sbctl(ovn_node, "chassis-add", chassis, "geneve", ip)
     app, stop = make_app(), asyncio.Event()
     e = ovn_node.endpoints
-    argv = ["--kubeconfig", str(kube_api.kubeconfig), "--leader-elect=false", "--metrics-address=off",
+    argv = ["--kubeconfig", str(kube_api.kubeconfig_for(SA)), "--leader-elect=true",
+            "--leader-elect-lease-namespace=kube-system", "--metrics-address=off",
             "--ovn-nb-db", e["OVN_NB_DB"], "--ovn-sb-db", e["OVN_SB_DB"]]  # fmt: skip
     task = asyncio.create_task(app.run(parse("node-controller", "", argv, {}, prefix=PREFIX,
                                              add_arguments=add_arguments), stop))  # fmt: skip
