@@ -241,14 +241,18 @@ def _page(ids: list[str], size: int, token: str) -> tuple[int, int, str]:
     return start, end, ids[end - 1] if end < len(ids) else ""
 
 
-def serve(root: Path, nodes: Sequence[str]) -> tuple[grpc.Server, FakeVolumeService, str]:
-    """Start the fake on `root/ls.sock`; returns (server, servicer, unix:// endpoint)."""
+def serve(root: Path, nodes: Sequence[str], host: str = "") -> tuple[grpc.Server, FakeVolumeService, str]:
+    """Start the fake on `root/ls.sock`, or on TCP `host`:<free port> (the `host:port` a cluster's
+    LIGHTNINGSTOR_ENDPOINT names); returns (server, servicer, endpoint)."""
     root.mkdir(parents=True, exist_ok=True)
     service = FakeVolumeService(root=root, nodes=nodes)
     server = grpc.server(ThreadPoolExecutor(max_workers=8))
     ls_grpc.add_VolumeServiceServicer_to_server(service, server)
-    endpoint = f"unix://{root / 'ls.sock'}"
-    server.add_insecure_port(endpoint)
+    if host:
+        endpoint = f"{host}:{server.add_insecure_port(f'{host}:0')}"
+    else:
+        endpoint = f"unix://{root / 'ls.sock'}"
+        server.add_insecure_port(endpoint)
     server.start()
     time.sleep(0)
     return server, service, endpoint
