@@ -167,12 +167,17 @@ class CniRuntime:
             conf["prevResult"] = prev
         return conf
 
-    def exec(self, plugin_type: str, env: dict[str, str], netconf: dict[str, object]) -> CniCall:
-        import subprocess
-
+    def locate(self, plugin_type: str) -> list[str]:
+        """The argv that runs the plugin: the first `cni_path` dir holding it, as libcni finds it."""
         exe = next((Path(d) / plugin_type for d in self.cni_path if (Path(d) / plugin_type).exists()), None)
         if exe is None:
             raise FileNotFoundError(f"{plugin_type} not in {self.cni_path}")
+        return [str(exe)]
+
+    def exec(self, plugin_type: str, env: dict[str, str], netconf: dict[str, object]) -> CniCall:
+        import subprocess
+
+        argv = self.locate(plugin_type)
         full = {
             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
             "CNI_PATH": ":".join(self.cni_path),
@@ -180,7 +185,7 @@ class CniRuntime:
             **env,
         }
         t0 = time.perf_counter()
-        proc = subprocess.run([str(exe)], input=json.dumps(netconf).encode(), env=full, capture_output=True)
+        proc = subprocess.run(argv, input=json.dumps(netconf).encode(), env=full, capture_output=True)
         ms = (time.perf_counter() - t0) * 1000
         text = proc.stdout.decode().strip()
         return CniCall(proc.returncode, json.loads(text) if text else {}, proc.stderr.decode(), (ms,))
