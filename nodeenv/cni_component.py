@@ -173,12 +173,17 @@ class CniRuntime:
             conf["prevResult"] = prev
         return conf
 
-    def exec(self, plugin_type: str, env: dict[str, str], netconf: dict[str, object]) -> CniCall:
-        import subprocess
-
+    def locate(self, plugin_type: str) -> list[str]:
+        """The argv that runs the plugin: the first `cni_path` dir holding it, as libcni finds it."""
         exe = next((Path(d) / plugin_type for d in self.cni_path if (Path(d) / plugin_type).exists()), None)
         if exe is None:
             raise FileNotFoundError(f"{plugin_type} not in {self.cni_path}")
+        return [str(exe)]
+
+    def exec(self, plugin_type: str, env: dict[str, str], netconf: dict[str, object]) -> CniCall:
+        import subprocess
+
+        argv = in_netns(self.netns, self.locate(plugin_type))
         full = {
             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
             "CNI_PATH": ":".join(self.cni_path),
@@ -186,7 +191,6 @@ class CniRuntime:
             **env,
         }
         t0 = time.perf_counter()
-        argv = in_netns(self.netns, [str(exe)])
         proc = subprocess.run(argv, input=json.dumps(netconf).encode(), env=full, capture_output=True)
         ms = (time.perf_counter() - t0) * 1000
         text = proc.stdout.decode().strip()

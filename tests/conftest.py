@@ -79,6 +79,13 @@ def ovn_node(short_tmp: Path) -> Iterator[Node]:
             pytest.fail(f"node environment teardown left behind: {', '.join(left)}")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `own_ovs` boot the node's OVS themselves (from the image), and one ovs-vswitchd
+    with the userspace datapath runs per machine: they run first, before any test starts the
+    session's OVN node (`ovn_node` stays up until the session ends)."""
+    items.sort(key=lambda item: item.get_closest_marker("own_ovs") is None)
+
+
 STACK_PROBED = ("ovs-vswitchd", "ovn-controller")
 """Asked `version` after every test on the OVN node: the datapath's daemons (the others: alive?)."""
 

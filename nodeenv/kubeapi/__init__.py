@@ -13,6 +13,7 @@ says what is faithful and what is simplified:
   watchstream.py  the watch protocol (bookmarks, 410)            tables.py     kubectl's Tables
   discovery.py    /api, /apis, /version                          openapi.py    /openapi/v2, /openapi/v3
   routing.py      path -> RequestInfo                            handlers.py   one function per verb
+  scale.py        the /scale subresource (autoscaling/v1 Scale)
   auth.py         tokens -> users, the request record            audit.py      recording each request
   rbac.py         opt-in RBAC authorization                      app.py        the aiohttp app
   views.py        Events served by two groups, one storage       reviews.py    SelfSubject(Access)Reviews

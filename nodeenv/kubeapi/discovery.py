@@ -1,8 +1,9 @@
 """Legacy (unaggregated) discovery and /version, as kubectl and client-go read them.
 
 /api -> APIVersions, /apis -> APIGroupList, /api/v1 and /apis/<g>/<v> -> APIResourceList with
-each resource's verbs, shortNames, categories, singularName and its `<plural>/status`
-subresource. Custom resources appear with their CRD. Aggregated discovery (`as=APIGroupDiscoveryList`) is not
+each resource's verbs, shortNames, categories, singularName and its `<plural>/status` and
+`<plural>/scale` (autoscaling/v1 Scale: Deployments, StatefulSets, ReplicaSets) subresources.
+Custom resources appear with their CRD. Aggregated discovery (`as=APIGroupDiscoveryList`) is not
 served: clients that ask for it accept the plain list that comes back with
 `Content-Type: application/json` (kubectl falls back).
 """
@@ -75,5 +76,9 @@ def resource_list(registry: Registry, group: str, version: str) -> dict[str, Any
         if k.status:
             resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced": k.namespaced,
                               "kind": k.kind, "verbs": ["get", "patch", "update"]})  # fmt: skip
+        if k.scale:
+            resources.append({"name": f"{k.plural}/scale", "singularName": "", "namespaced": k.namespaced,
+                              "group": "autoscaling", "version": "v1", "kind": "Scale",
+                              "verbs": ["get", "patch", "update"]})  # fmt: skip
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}

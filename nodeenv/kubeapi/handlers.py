@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nodeenv.kubeapi import apply, reviews, strict, tables, watchstream
+from nodeenv.kubeapi import apply, reviews, scale, strict, tables, watchstream
 from nodeenv.kubeapi.audit import USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
@@ -182,4 +182,6 @@ async def handle(request: web.Request, st: ApiState, info: RequestInfo) -> web.S
             if info.name
             else NotFound("the server could not find the requested resource")
         )
+    if info.subresource == "scale":
+        return await scale.VERBS[info.verb](request, st, info, kind)
     return await VERBS[info.verb](request, st, info, kind)

@@ -26,6 +26,7 @@ class Kind:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     status: bool = False  # has a /status subresource
+    scale: bool = False  # has a /scale subresource (autoscaling/v1 Scale)
     fields: tuple[str, ...] = ()  # field selectors beyond metadata.name / metadata.namespace
     verbs: tuple[str, ...] = ALL_VERBS
     virtual: bool = False  # a review answered at create, never stored (SelfSubjectReview & co)
@@ -88,10 +89,15 @@ _STORAGE = "storage.k8s.io"
 
 
 def _workload(
-    group: str, kind: str, plural: str, short: tuple[str, ...] = (), fields: tuple[str, ...] = ()
+    group: str,
+    kind: str,
+    plural: str,
+    short: tuple[str, ...] = (),
+    fields: tuple[str, ...] = (),
+    scale: bool = False,
 ) -> Kind:
     return Kind(group=group, version="v1", kind=kind, plural=plural, namespaced=True, short_names=short,
-                categories=("all",), status=True, generation=True, fields=fields)  # fmt: skip
+                categories=("all",), status=True, generation=True, fields=fields, scale=scale)  # fmt: skip
 
 
 KINDS: tuple[Kind, ...] = (
@@ -114,6 +120,10 @@ KINDS: tuple[Kind, ...] = (
          short_names=("quota",), status=True),
     Kind(group="", version="v1", kind="LimitRange", plural="limitranges", namespaced=True,
          short_names=("limits",)),
+    Kind(group="", version="v1", kind="PersistentVolumeClaim", plural="persistentvolumeclaims",
+         namespaced=True, short_names=("pvc",), status=True),
+    Kind(group="", version="v1", kind="PersistentVolume", plural="persistentvolumes", namespaced=False,
+         short_names=("pv",), status=True),
     Kind(group="discovery.k8s.io", version="v1", kind="EndpointSlice", plural="endpointslices",
          namespaced=True, generation=True),
     Kind(group="networking.k8s.io", version="v1", kind="NetworkPolicy", plural="networkpolicies",
@@ -127,9 +137,9 @@ KINDS: tuple[Kind, ...] = (
     Kind(group=_RBAC, version="v1", kind="ClusterRoleBinding", plural="clusterrolebindings",
          namespaced=False),
     _workload("apps", "DaemonSet", "daemonsets", ("ds",)),
-    _workload("apps", "Deployment", "deployments", ("deploy",)),
-    _workload("apps", "StatefulSet", "statefulsets", ("sts",)),
-    _workload("apps", "ReplicaSet", "replicasets", ("rs",)),
+    _workload("apps", "Deployment", "deployments", ("deploy",), scale=True),
+    _workload("apps", "StatefulSet", "statefulsets", ("sts",), scale=True),
+    _workload("apps", "ReplicaSet", "replicasets", ("rs",), scale=True),
     Kind(group="apps", version="v1", kind="ControllerRevision", plural="controllerrevisions",
          namespaced=True),
     _workload("batch", "Job", "jobs", fields=("status.successful",)),

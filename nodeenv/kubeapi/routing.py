@@ -73,7 +73,7 @@ def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
     token = sub == "token" and kind.plural == "serviceaccounts" and kind.group == ""
-    if sub and not token and (sub != "status" or not kind.status):
+    if sub and not token and not (sub == "status" and kind.status) and not (sub == "scale" and kind.scale):
         raise _not_found()
     if token and method == "POST":
         verb = "create"

@@ -1,16 +1,16 @@
 """Per-kind write strategies, one dispatch for every kind (the registry's `RESTCreateStrategy` /
 `RESTUpdateStrategy` in kube-apiserver): defaults on every write body, create-time preparation
 (status reset, generated fields) and the kind's validation causes. The rules live in
-workloads.py (apps, batch), storagekinds.py (storage.k8s.io), crds.py (apiextensions) and
-crschema.py (custom resources); Services and the core kinds' create defaults in services.py and
-defaults.py; EndpointSlice and metadata validation in validation.py.
+workloads.py (apps, batch), storagekinds.py (storage.k8s.io), volumekinds.py (PVCs, PVs),
+crds.py (apiextensions) and crschema.py (custom resources); Services and the core kinds' create
+defaults in services.py and defaults.py; EndpointSlice and metadata validation in validation.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nodeenv.kubeapi import crds, crschema, storagekinds, workloads
+from nodeenv.kubeapi import crds, crschema, storagekinds, volumekinds, workloads
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.validation import endpoint_slice_causes, metadata_causes
 
@@ -26,6 +26,10 @@ def _storage(kind: Kind) -> bool:
     return kind.group == "storage.k8s.io" and kind.kind in _STORAGE
 
 
+def _volumes(kind: Kind) -> bool:
+    return kind.group == "" and kind.kind in volumekinds.KINDS
+
+
 def normalize(kind: Kind, obj: Obj) -> Obj:
     """The body as the decoder hands it on: defaulted, and for custom resources pruned. Returns the
     object to go on with (custom resources get a new one)."""
@@ -37,6 +41,8 @@ def normalize(kind: Kind, obj: Obj) -> Obj:
         workloads.apply_defaults(kind.kind, obj)
     elif _storage(kind):
         storagekinds.apply_defaults(kind.kind, obj)
+    elif _volumes(kind):
+        volumekinds.apply_defaults(kind.kind, obj)
     elif (kind.group, kind.kind) == CRD:
         crds.apply_defaults(obj)
     return obj
@@ -48,6 +54,8 @@ def prepare_create(kind: Kind, obj: Obj) -> None:
         workloads.prepare_create(kind.kind, obj)
     elif _storage(kind):
         storagekinds.prepare_create(kind.kind, obj)
+    elif _volumes(kind):
+        volumekinds.prepare_create(kind.kind, obj)
 
 
 def causes(kind: Kind, obj: Obj, old: Obj | None) -> list[Cause]:
@@ -60,6 +68,8 @@ def causes(kind: Kind, obj: Obj, old: Obj | None) -> list[Cause]:
         out += workloads.causes(kind.kind, obj, old)
     elif _storage(kind):
         out += storagekinds.causes(kind.kind, obj, old)
+    elif _volumes(kind):
+        out += volumekinds.causes(kind.kind, obj, old)
     elif (kind.group, kind.kind) == CRD:
         out += crds.causes(obj, old)
     return out

@@ -45,6 +45,7 @@ TOP: dict[tuple[str, str], tuple[str, ...]] = {
     ("", "Namespace"): _SPEC_STATUS, ("", "Pod"): _SPEC_STATUS, ("", "Service"): _SPEC_STATUS,
     ("", "Node"): _SPEC_STATUS, ("", "ResourceQuota"): _SPEC_STATUS, ("", "LimitRange"): ("spec",),
     ("", "Endpoints"): ("subsets",), ("", "Event"): _CORE_EVENT,
+    ("", "PersistentVolumeClaim"): _SPEC_STATUS, ("", "PersistentVolume"): _SPEC_STATUS,
     ("", "ConfigMap"): ("data", "binaryData", "immutable"),
     ("", "Secret"): ("data", "stringData", "type", "immutable"),
     ("", "ServiceAccount"): ("secrets", "imagePullSecrets", "automountServiceAccountToken"),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodeenv.kubelet import controllers
+from nodeenv.kubelet import controllers, livenessprobe, rootdir
 from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
@@ -108,6 +108,8 @@ class PodRuntime:
     sandbox: PodSandbox | None = None
     retry_at: float | None = None
     """When boot() is tried again after the sandbox failed."""
+    standins: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    """Container name -> the process doing a not-booted sidecar's job (livenessprobe.py)."""
 
     @property
     def key(self) -> str:
@@ -178,7 +180,7 @@ class PodRuntime:
         assert self.volumes is not None
         why = not_booted(c["image"])
         if why:
-            self.report(st, "NotBooted", f"{c['image']}: {why}")
+            self.report(st, "NotBooted", f"{c['image']}: {why}{self.stand_in(c)}")
             return None
         try:
             env = container_env(self.runner.lookup, self.ctx(), c)
@@ -193,6 +195,16 @@ class PodRuntime:
             return None
         label = ["--label", f"{RUNNER_LABEL}={self.runner.runner_id}"]
         return ["run", *(["-d"] if detach else []), *label, *args], penv
+
+    def stand_in(self, c: Obj) -> str:
+        """The liveness-probe sidecar's endpoint served in its place, once; what its status adds."""
+        if c["image"].rsplit(":", 1)[0] != livenessprobe.IMAGE:
+            return ""
+        if c["name"] not in self.standins:
+            assert self.volumes is not None
+            netns = self.sandbox.netns_name if self.sandbox else None
+            self.standins[c["name"]] = livenessprobe.stand_in(c, self.volumes.mounts(c), netns)
+        return "; the runner serves its /healthz in its place (nodeenv/kubelet/livenessprobe.py)"
 
     def run_init(self, c: Obj, st: ContainerState) -> bool:
         built = self._args(c, st, detach=False)
@@ -305,6 +317,10 @@ class PodRuntime:
         """Containers removed, then the sandbox: CNI DEL and its netns deleted."""
         for c in self.pod["spec"].get("initContainers", []) + self.pod["spec"]["containers"]:
             self.runner.podman("rm", "-f", "-t", "2", self.cname(c["name"]))
+        for proc in self.standins.values():
+            proc.terminate()
+            proc.wait(10)
+        self.standins.clear()
         if self.sandbox is not None:
             why = self.sandbox.destroy()
             if why:
@@ -323,6 +339,8 @@ class Runner:
         self.pods: dict[str, PodRuntime] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pod")
         self._lock = threading.Lock()
+        self.kubelet_dir = NodeRoot(settings.node_root).host("/var/lib/kubelet")
+        self._bound_kubelet_dir = False
         url = urllib.parse.urlsplit(client.server)
         self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
 
@@ -423,6 +441,7 @@ class Runner:
         self.sync_pods()
 
     def run(self, stop: threading.Event) -> None:
+        self._bound_kubelet_dir = rootdir.setup(self.kubelet_dir)
         self.register_node()
         while not stop.is_set():
             try:
@@ -435,3 +454,5 @@ class Runner:
         self._pool.shutdown(wait=True, cancel_futures=True)
         for rt in self.pods.values():
             rt.stop()
+        if self._bound_kubelet_dir:
+            rootdir.teardown(self.kubelet_dir)

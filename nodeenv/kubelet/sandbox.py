@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from nodeenv.cni_component import CniRuntime
+from nodeenv.kubelet.nodeview import NodeCniRuntime
+from nodeenv.kubelet.volumes import NodeRoot
 
 Obj = dict[str, Any]
 NOT_READY = (
@@ -36,10 +38,14 @@ class SandboxError(Exception):
 class CniConfig:
     conf_dir: Path
     bin_dirs: tuple[str, ...]
+    node_root: Path | None = None
+    """Set: conf_dir and bin_dirs are the node's paths (under this root, volumes.NodeRoot), as the
+    DaemonSet's installer wrote them, and the plugins run in the node's view (nodeview.py)."""
 
     def network(self) -> Obj | None:
         """The network config libcni would load (a single-plugin `.conf` wrapped as a list)."""
-        files = sorted(p for p in self.conf_dir.glob("*") if p.suffix in CONF_SUFFIXES and p.is_file())
+        conf_dir = NodeRoot(self.node_root).host(str(self.conf_dir)) if self.node_root else self.conf_dir
+        files = sorted(p for p in conf_dir.glob("*") if p.suffix in CONF_SUFFIXES and p.is_file())
         for path in files:
             try:
                 conf: Obj = json.loads(path.read_text())
@@ -92,6 +98,8 @@ class PodSandbox:
 
     def _runtime(self) -> CniRuntime:
         assert self.network is not None
+        if self.config.node_root is not None:
+            return NodeCniRuntime(NodeRoot(self.config.node_root), self.network, list(self.config.bin_dirs))
         return CniRuntime(self.network, list(self.config.bin_dirs), {})
 
     def create(self) -> str:

@@ -1,7 +1,7 @@
 """A Pod's volumes made on disk, as kubelet's volume plugins make them, and each container's mounts.
 
 hostPath paths are the node's: under the node's root directory (`NodeRoot.host`), except the
-devices and kernel trees a node shares with the machine (/dev, /sys, /proc, /lib/modules), so the
+devices, kernel trees and network state a node shares with the machine (SHARED_WITH_MACHINE), so the
 tests never write the machine's /etc/cni or /var/lib/kubelet. The hostPath `type` is checked as
 kubelet checks it. configMap and secret volumes are files, Secrets decoded, with `items`,
 `defaultMode` and `optional`; emptyDir a directory of the pod; projected volumes combine
@@ -21,7 +21,16 @@ from nodeenv.kubelet.envvars import ConfigError, Lookup, PodContext, field_ref
 Obj = dict[str, Any]
 TokenSource = Callable[[str, str, int], str]
 """(namespace, service account, expirationSeconds) -> a token the API accepts for that account."""
-SHARED_WITH_MACHINE = (Path("/dev"), Path("/sys"), Path("/proc"), Path("/lib/modules"))
+SHARED_WITH_MACHINE = (
+    Path("/dev"),
+    Path("/sys"),
+    Path("/proc"),
+    Path("/lib/modules"),
+    Path("/run/netns"),
+    Path("/run/xtables.lock"),
+)
+"""The node's network namespace is the machine's: so are the pods' netns (the runner's sandboxes make
+them in /run/netns) and the lock of its iptables."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +102,11 @@ class PodVolumes:
             raise ConfigError(f"hostPath type check failed: {src['path']} is not a file")
         elif kind == "Socket" and not path.is_socket():
             raise ConfigError(f"hostPath type check failed: {src['path']} is not a socket file")
+        elif not kind and not path.exists():
+            # no type, no check: containerd makes a missing bind source a directory (the node's own
+            # when the machine lacks a tree it would share, e.g. /lib/modules in a container)
+            path = self.node.root / Path(src["path"]).relative_to("/")
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     def _files(self, kind: str, ns: str, name: str, src: Obj) -> dict[str, bytes]:

@@ -11,6 +11,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,36 @@ async def test_sigterm_of_the_leader_process_hands_over(kube_api: Any, tmp_path:
             await put_config_map(client, NS, "cm", source="two")
             await _data_eventually(client, "two", other)
             controller_writes = [u for u in writes_by(kube_api, "configmaps") if u in ("p", "q")]
+            assert controller_writes == [holder, other]
+        finally:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(15)
+
+
+async def test_killed_leader_is_replaced_within_the_lease_duration(kube_api: Any, tmp_path: Path) -> None:
+    """SIGKILL, as when the leader's node dies: nothing releases the Lease, so the follower takes
+    over once it expires (lease duration 2 s, retry 0.2 s), and it never wrote before that."""
+    async with client_for(kube_api.kubeconfig) as client:
+        await ensure_namespace(client, NS)
+        procs = {who: _spawn(kube_api, who, tmp_path) for who in ("k", "m")}
+        try:
+            holder = await _holder_eventually(client, {"k", "m"})
+            other = "m" if holder == "k" else "k"
+            await put_config_map(client, NS, "cm", source="one")
+            await _data_eventually(client, "one", holder)
+            procs[holder].kill()
+            killed_at = time.monotonic()
+            assert await asyncio.to_thread(procs[holder].wait, 15) == -signal.SIGKILL
+            assert await _holder_eventually(client, {other}, timeout=10) == other
+            took = time.monotonic() - killed_at
+            # the lease's bound (2 s + one 0.2 s retry), with room for a loaded machine; a follower
+            # that waited for anything else (a release, a renew deadline of its own) would take longer
+            assert took <= 2 * 2.0 + 1.0, f"handover took {took:.1f}s (lease 2 s, retry 0.2 s)"
+            await put_config_map(client, NS, "cm", source="two")
+            await _data_eventually(client, "two", other)
+            controller_writes = [u for u in writes_by(kube_api, "configmaps") if u in ("k", "m")]
             assert controller_writes == [holder, other]
         finally:
             for proc in procs.values():

@@ -39,6 +39,7 @@ class Driver:
 
     root: Path
     extra_args: list[str] = field(default_factory=list)
+    node_id: str = NODE_ID
     proc: subprocess.Popen[bytes] | None = None
     channel: grpc.Channel | None = None
 
@@ -56,7 +57,7 @@ class Driver:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "csi.main", "--mode", "all", "--endpoint", self.endpoint]
-        argv += ["--node-id", NODE_ID, "--state-dir", str(self.state_dir), *self.extra_args]
+        argv += ["--node-id", self.node_id, "--state-dir", str(self.state_dir), *self.extra_args]
         log = (self.root / "driver.log").open("ab")
         self.proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
@@ -247,9 +248,13 @@ def publish_all(
     staging: Path,
     target: Path,
     readonly: bool = False,
+    controller: Driver | None = None,
 ) -> dict[str, str]:
-    pub = driver.controller.ControllerPublishVolume(
-        csi_pb2.ControllerPublishVolumeRequest(volume_id=volume_id, node_id=NODE_ID, volume_capability=cap)
+    """ControllerPublish (on `controller`, default `driver`) to `driver`'s node, then stage and publish."""
+    pub = (controller or driver).controller.ControllerPublishVolume(
+        csi_pb2.ControllerPublishVolumeRequest(
+            volume_id=volume_id, node_id=driver.node_id, volume_capability=cap
+        )
     )
     staging.mkdir(parents=True, exist_ok=True)
     driver.node.NodeStageVolume(
@@ -281,6 +286,6 @@ def teardown_all(driver: Driver, volume_id: str, staging: Path, target: Path) ->
         csi_pb2.NodeUnstageVolumeRequest(volume_id=volume_id, staging_target_path=str(staging))
     )
     driver.controller.ControllerUnpublishVolume(
-        csi_pb2.ControllerUnpublishVolumeRequest(volume_id=volume_id, node_id=NODE_ID)
+        csi_pb2.ControllerUnpublishVolumeRequest(volume_id=volume_id, node_id=driver.node_id)
     )
     driver.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=volume_id))

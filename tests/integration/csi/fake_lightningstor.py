@@ -3,9 +3,11 @@
 Volumes are sparse files under a directory; AttachVolume attaches a loop device and
 hands its path back in `device_path`, as the real service hands back an NBD/iSCSI
 device. Names are idempotency keys, missing things answer NOT_FOUND, deletes of
-missing things succeed, ExpandVolume resizes the attached device itself, ModifyVolume
-replaces the volume's QoS policy (negative limits are INVALID_ARGUMENT), and list
-page tokens are the last id returned (a cursor), so listings survive changes between pages.
+missing things succeed, a volume attached read-write to one node cannot be attached to another
+(FAILED_PRECONDITION naming the node; read-only beside read-only can), ExpandVolume resizes the
+attached device itself, ModifyVolume replaces the volume's QoS policy (negative limits are
+INVALID_ARGUMENT), and list page tokens are the last id returned (a cursor), so listings survive
+changes between pages.
 """
 
 from __future__ import annotations
@@ -119,6 +121,15 @@ class FakeVolumeService(ls_grpc.VolumeServiceServicer):
                 if self.modes[key] != request.attach_mode:
                     context.abort(grpc.StatusCode.ALREADY_EXISTS, "attached with another mode")
                 return self.attachments[key]
+            elsewhere = {n: m for (v, n), m in self.modes.items() if v == request.volume_id}
+            if elsewhere and (request.attach_mode != "read-only" or "read-only" not in elsewhere.values()
+                              or len(set(elsewhere.values())) > 1):  # fmt: skip
+                on = ", ".join(f"{n} ({m})" for n, m in sorted(elsewhere.items()))
+                context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"volume {request.volume_id} is attached to node {on}: a volume attached read-write "
+                    "is attached to one node only, read-only attachments only beside read-only ones",
+                )
             device = subprocess.run(
                 ["losetup", "--find", "--show", str(self._file(request.volume_id))],
                 capture_output=True, text=True, check=True,
@@ -138,9 +149,11 @@ class FakeVolumeService(ls_grpc.VolumeServiceServicer):
         self.calls.append("DetachVolume")
         with self.lock:
             att = self.attachments.pop((request.volume_id, request.node_id), None)
+            self.modes.pop((request.volume_id, request.node_id), None)
             if att is not None:
                 subprocess.run(["losetup", "--detach", att.device_path], check=False)
-                if request.volume_id in self.volumes:
+                still = any(v == request.volume_id for v, _ in self.attachments)
+                if request.volume_id in self.volumes and not still:
                     self.volumes[request.volume_id].status = "available"
         return ls.Empty()
 
@@ -228,14 +241,18 @@ def _page(ids: list[str], size: int, token: str) -> tuple[int, int, str]:
     return start, end, ids[end - 1] if end < len(ids) else ""
 
 
-def serve(root: Path, nodes: Sequence[str]) -> tuple[grpc.Server, FakeVolumeService, str]:
-    """Start the fake on `root/ls.sock`; returns (server, servicer, unix:// endpoint)."""
+def serve(root: Path, nodes: Sequence[str], host: str = "") -> tuple[grpc.Server, FakeVolumeService, str]:
+    """Start the fake on `root/ls.sock`, or on TCP `host`:<free port> (the `host:port` a cluster's
+    LIGHTNINGSTOR_ENDPOINT names); returns (server, servicer, endpoint)."""
     root.mkdir(parents=True, exist_ok=True)
     service = FakeVolumeService(root=root, nodes=nodes)
     server = grpc.server(ThreadPoolExecutor(max_workers=8))
     ls_grpc.add_VolumeServiceServicer_to_server(service, server)
-    endpoint = f"unix://{root / 'ls.sock'}"
-    server.add_insecure_port(endpoint)
+    if host:
+        endpoint = f"{host}:{server.add_insecure_port(f'{host}:0')}"
+    else:
+        endpoint = f"unix://{root / 'ls.sock'}"
+        server.add_insecure_port(endpoint)
     server.start()
     time.sleep(0)
     return server, service, endpoint

@@ -45,7 +45,7 @@ def test_apply_k_overlay_with_default_validation(kube_api: KubeApiHandle, tmp_pa
         for o in objects if o["kind"] in ("DaemonSet", "Deployment")
     )  # fmt: skip
     got = kubectl(kube_api, "get", "daemonsets,deployments", "-n", "kube-system", "-o", "name").split()
-    assert sorted(got) == want and len(want) == 10
+    assert sorted(got) == want and len(want) == 11
     table = kubectl(kube_api, "get", "daemonsets", "-n", "kube-system").splitlines()
     assert table[0].split()[:6] == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE"]
     assert "node-role.kubernetes.io/control-plane=true" in next(r for r in table if "iam-webhook" in r)

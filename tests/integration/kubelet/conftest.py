@@ -60,27 +60,36 @@ def applied(kube_api: KubeApiHandle, tmp_path: Path) -> Path:
     return pki
 
 
-@pytest.fixture
-def runner_factory(kube_api: KubeApiHandle, short_tmp: Path) -> Iterator[Callable[..., Runner]]:
-    started: list[tuple[Runner, threading.Event, threading.Thread]] = []
+def start_runner(api: KubeApiHandle, root: Path, **kw: Any) -> tuple[Runner, Callable[[], None]]:
+    """A runner for node-1 (hostPaths under `root`/host) on its own thread; and what stops it."""
+    store = ImageStore.from_env(os.environ)
+    settings = RunnerSettings(node_name="node-1", node_root=root / "host", state_dir=root / "pods",
+                              podman_env={"HOME": str(root), **store.env()}, **kw)  # fmt: skip
+    runner = Runner(settings, KubeClient.from_kubeconfig(api.kubeconfig))
+    stop = threading.Event()
+    t = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    t.start()
 
-    def start(**kw: Any) -> Runner:
-        store = ImageStore.from_env(os.environ)
-        root = short_tmp / f"kubelet{len(started)}"
-        settings = RunnerSettings(node_name="node-1", node_root=root / "host", state_dir=root / "pods",
-                                  podman_env={"HOME": str(root), **store.env()}, **kw)  # fmt: skip
-        runner = Runner(settings, KubeClient.from_kubeconfig(kube_api.kubeconfig))
-        stop = threading.Event()
-        t = threading.Thread(target=runner.run, args=(stop,), daemon=True)
-        t.start()
-        started.append((runner, stop, t))
-        return runner
-
-    yield start
-    for runner, stop, t in started:
+    def halt() -> None:
         stop.set()
         t.join(30)
         runner.shutdown()
+
+    return runner, halt
+
+
+@pytest.fixture
+def runner_factory(kube_api: KubeApiHandle, short_tmp: Path) -> Iterator[Callable[..., Runner]]:
+    started: list[Callable[[], None]] = []
+
+    def start(**kw: Any) -> Runner:
+        runner, halt = start_runner(kube_api, short_tmp / f"kubelet{len(started)}", **kw)
+        started.append(halt)
+        return runner
+
+    yield start
+    for halt in started:
+        halt()
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, seen: Callable[[], str] = str) -> Any:

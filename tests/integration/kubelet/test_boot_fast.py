@@ -19,7 +19,8 @@ from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubelet.conftest import NS, pods, wait_for
 
 K3S = Path(__file__).parents[3] / "daemonsets" / "k3s"
-HOST_NETWORK_OURS = {"iam-webhook": 1, "ovn-central": 1, "fiberlb-controller": 1, "netpol-controller": 1}
+HOST_NETWORK_OURS = {"iam-webhook": 1, "ovn-central": 1, "fiberlb-controller": 1, "netpol-controller": 1,
+                     "node-controller": 1}  # fmt: skip
 
 
 def conditions(p: dict[str, Any]) -> dict[str, str]:
@@ -80,7 +81,7 @@ def test_host_network_workloads_ready_through_their_probes(kube_api, applied: Pa
     assert [conditions(p).get("PodScheduled") for p in second] == ["False"]
     assert "didn't have free ports" in second[0]["status"]["conditions"][0]["message"]
     table = kubectl(kube_api, "get", "pods", "-n", NS, "-l", "app.kubernetes.io/part-of=k8shost")
-    assert sum(" 1/1 " in line and "Running" in line for line in table.splitlines()) == 3, table
+    assert sum(" 1/1 " in line and "Running" in line for line in table.splitlines()) == 4, table
     assert any(" 3/3 " in line and line.startswith("ovn-central-") for line in table.splitlines()), table
 
     pki = applied

@@ -8,7 +8,6 @@ PrismNET (standing in for kube-proxy's `kubernetes` Service)."""
 from __future__ import annotations
 
 import ipaddress
-import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from nodeenv.kubeapi.server import ThreadedKubeApi
 from nodeenv.kubeapi.state import ApiConfig
 from nodeenv.kubelet.sandbox import node_cni
 from tests.cni_agent_fixture import CLUSTER_CIDR, Agent
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubelet.conftest import NS, pods, wait_for
+from tests.integration.kubelet.pod_network import api_on_management_port, keep_only
 from tests.integration.kubelet.test_boot_fast import conditions
 from tests.kubeapi_fixture import KubeApiHandle
 
@@ -30,20 +29,8 @@ POD_NETWORK_OURS = ("flashdns-controller", "project-controller")
 
 @pytest.fixture
 def kube_api(agent: Agent, tmp_path: Path, kube_api_config: ApiConfig) -> Iterator[KubeApiHandle]:
-    """The API double on the management port's address (pods reach it; its certificate names it)."""
-    dev = agent.component.settings(agent.node).management_if
-    out = subprocess.run(["ip", "-4", "-j", "addr", "show", "dev", dev], capture_output=True, text=True)
-    addr = json.loads(out.stdout or "[]")
-    assert addr and addr[0]["addr_info"], f"management port {dev} has no address: {out.stderr}"
-    host = addr[0]["addr_info"][0]["local"]
-    threaded = ThreadedKubeApi(
-        tmp_path / "kubeapi", kube_api_config, host=host, server_names=("localhost", host)
-    )
-    threaded.start()
-    try:
-        yield KubeApiHandle(threaded)
-    finally:
-        threaded.stop()
+    with api_on_management_port(agent, tmp_path, kube_api_config) as api:
+        yield api
 
 
 def _in_netns(netns: str, *argv: str) -> str:
@@ -53,16 +40,7 @@ def _in_netns(netns: str, *argv: str) -> str:
 def test_pod_network_workloads_get_prismnet_ips_and_ready(
     kube_api: KubeApiHandle, applied: Path, runner_factory: Any, agent: Agent
 ) -> None:
-    keep = {f"deployment.apps/{w}" for w in POD_NETWORK_OURS}
-    for kind in ("daemonset", "deployment", "statefulset"):
-        names = kubectl(kube_api, "-n", NS, "get", kind, "-o", "name").split()
-        drop = [n for n in names if n not in keep]
-        if drop:
-            kubectl(kube_api, "-n", NS, "delete", *drop)
-    for w in POD_NETWORK_OURS:  # one replica each (the double serves no deployments/scale yet)
-        kubectl(
-            kube_api, "-n", NS, "patch", f"deployment/{w}", "--type=merge", "-p", '{"spec":{"replicas":1}}'
-        )
+    keep_only(kube_api, (f"deployment.apps/{w}" for w in POD_NETWORK_OURS))
     runner = runner_factory(cni=node_cni(agent.env), sandbox_retry=1.0)
 
     def all_ready() -> dict[str, Any] | None:

@@ -69,6 +69,7 @@ NEEDS: dict[str, Needs] = {
     "iam-webhook": Needs("privileged", "host network: kube-apiserver calls 127.0.0.1:3000 on its own node"),
     "fiberlb-controller": Needs("privileged", "host network: the OVN NB is a host address"),
     "netpol-controller": Needs("privileged", "host network: the OVN NB is a host address"),
+    "node-controller": Needs("privileged", "host network: the OVN NB and SB are host addresses"),
     "flashdns-controller": Needs(
         "restricted",
         "serves DNS on port 53 of its pod IP as nobody: the safe ip_unprivileged_port_start sysctl",
@@ -76,7 +77,7 @@ NEEDS: dict[str, Needs] = {
     "project-controller": Needs("restricted", "API calls only"),
 }
 SUITE_CONTROLLERS = {"iam-webhook", "fiberlb-controller", "netpol-controller", "flashdns-controller",
-                     "project-controller"}  # fmt: skip
+                     "project-controller", "node-controller"}  # fmt: skip
 
 
 # Gaps found in manifests other helpers are still changing, fixed in step (strict: an entry whose gap

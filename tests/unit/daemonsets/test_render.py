@@ -33,6 +33,7 @@ def test_overlay_renders_every_component() -> None:
         "Deployment/kube-system/fiberlb-controller",
         "Deployment/kube-system/flashdns-controller",
         "Deployment/kube-system/netpol-controller",
+        "Deployment/kube-system/node-controller",
         "Deployment/kube-system/project-controller",
         "Service/kube-system/cluster-dns",
         "ClusterRole/plasmacloud-cluster-admin",

@@ -1,0 +1,91 @@
+"""node-controller: what a deleted Node held in OVN is released cluster-wide.
+
+When a Node leaves the API (the admin's `kubectl delete node`, or a cloud controller), its PrismNET
+agent and ovn-controller are gone with it and cannot clean up: its chassis would keep tunnels
+pointed at it, its pods' ports would hold their addresses, its egress policy would reroute to a
+dead management port. This controller (one leader, like ovn-kubernetes' cluster manager) removes
+all of it (controllers/nodes/release.py) when a Node is deleted, and at start for every node whose
+agent left state in the NB that the API does not list. It never acts while the API lists no Node
+at all (a wrong kubeconfig or RBAC would otherwise release the whole cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client import Counter
+
+from controllers.machinery import NODES, AppContext, ControllerApp
+from controllers.nodes.release import OvnNodes
+
+PREFIX = "NODES_"
+SWEEP, DELETED = "sweep", "deleted/"
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    for flag, var, default, what in (
+        ("--ovn-nb-db", "OVN_NB_DB", "unix:/run/ovn/ovnnb_db.sock", "northbound"),
+        ("--ovn-sb-db", "OVN_SB_DB", "unix:/run/ovn/ovnsb_db.sock", "southbound"),
+    ):
+        p.add_argument(flag, default=env.get(PREFIX + var, default),
+                       help=f"OVN {what} database, a remote or a RAFT cluster's remote list "
+                            f"(env {PREFIX}{var}; default {default})")  # fmt: skip
+
+
+async def setup(ctx: AppContext) -> None:
+    ovn = await asyncio.to_thread(OvnNodes, ctx.args.ovn_nb_db, ctx.args.ovn_sb_db)
+
+    async def close() -> None:
+        await asyncio.to_thread(ovn.close)
+
+    ctx.on_cleanup(close)
+    nodes = ctx.informer(NODES)
+    released = Counter(
+        "prismnet_nodes_released", "Nodes whose OVN state was released", registry=ctx.metrics.registry
+    )
+
+    async def sweep(key: str) -> None:
+        present = {n["metadata"]["name"] for n in nodes.store.list()}
+        if not present:
+            log.warning("the API lists no Node: releasing nothing (check the kubeconfig and RBAC)")
+            return
+        deleted = [key.removeprefix(DELETED)] if key.startswith(DELETED) else []
+        for _ in await asyncio.to_thread(ovn.release_absent, present, deleted):
+            released.inc()
+
+    ctrl = ctx.controller("nodes", sweep, workers=1)
+
+    def added(_: Any) -> None:
+        ctrl.enqueue(SWEEP)
+
+    def deleted(node: Any) -> None:
+        ctrl.enqueue(DELETED + node["metadata"]["name"])
+
+    nodes.add_handler(added, None, deleted)  # the start's sweep, and one per deleted Node
+
+
+def make_app() -> ControllerApp:
+    """A fresh app (tests run several in one process)."""
+    return ControllerApp(
+        "node-controller",
+        setup,
+        description="Release what a deleted Node held in OVN: chassis, ports, addresses, egress policy",
+        env_prefix=PREFIX,
+        add_arguments=add_arguments,
+    )
+
+
+app = make_app()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return app.main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
