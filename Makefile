@@ -26,7 +26,8 @@ node-up: setup ovs
 node-down:
 	@if [ -x $(PY) ]; then $(PY) -m nodeenv.cli down; else echo "node-down: nothing to stop (no .venv)"; fi
 
-# tests/image/ starts containers from the image: built first (from scratch ~2 min, no change ~4 s).
+# tests/image/ starts containers from the image: built first (from scratch ~4-6 min here, ~2 of them
+# compiling ovs-vswitchd in its build stage; no change ~4 s).
 test: setup ovs image
 	$(PY) -m pytest $(PYTEST_ARGS)
 
