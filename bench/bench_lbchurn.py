@@ -14,6 +14,9 @@ done?). Printed: removals, seconds the VIP did not answer, the flush check, vswi
 verdict; a dead or wedged daemon stops the run and names the kept evidence (nodeenv.evidence).
 
     flock /tmp/k8shost-ovn.lock make bench BENCH=lbchurn        # LBCHURN_SECONDS=60 for a short run
+
+It runs the node environment's ovs-vswitchd (nodeenv/vswitchd.py: the 3.5.0 that make builds);
+K8SHOST_OVS_VSWITCHD=/usr/sbin/ovs-vswitchd runs Debian 12's 3.1.0, which aborts within a minute.
 """
 
 from __future__ import annotations
@@ -199,6 +202,7 @@ async def run(api: ThreadedKubeApi, node: Node, tmp: Path) -> None:
             f"LB backend removals under traffic: {removals} in {took:.0f} s (VIP {vip}, backends {backends}, "
             f"{TCP} TCP + {UDP} UDP generators, {BURNERS} CPU burners, 2 cores)"
         )
+        print(f"  ovs-vswitchd {node.endpoints['OVS_VSWITCHD_VERSION']} ({node.endpoints['OVS_VSWITCHD']})")
         print("\n".join(traffic.report()))
         left = [n for _, n in flush_checks]
         print(

@@ -9,34 +9,9 @@ import sys
 from dataclasses import dataclass, field
 
 from nodeenv.cni_component import CniRuntime
+from tests.integration.controllers.fiberlb.netns_traffic import LOADGEN
 
-LOADGEN = r"""
-import json, socket, sys, time
-host, port, proto = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-ok = fail = 0
-last = time.monotonic()
-while True:
-    try:
-        if proto == "udp":
-            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(1)
-            u.connect((host, port)); u.send(b"x"); u.recv(64); u.close()
-        else:
-            s = socket.create_connection((host, port), timeout=1)
-            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            while s.recv(4096):
-                pass
-            s.close()
-        ok += 1
-    except OSError:
-        fail += 1
-    now = time.monotonic()
-    if now - last >= 1:
-        print(json.dumps({"ok": ok, "fail": fail}), flush=True)
-        ok = fail = 0
-        last = now
-"""
-"""A client looping on new connections (TCP) or new sockets (UDP) to host:port: every request is a
-new conntrack entry. Prints {"ok": n, "fail": m} once a second."""
+__all__ = ["BURN", "LOADGEN", "Pod", "PodNets"]
 
 BURN = "while True: pass"
 

@@ -167,10 +167,10 @@ def _keep_core(core: Path, records: list[DaemonRecord], dest: Path) -> None:
 
 
 def _core_exe(core: Path, records: list[DaemonRecord]) -> str | None:
-    said = _generated_by(core)
+    argv0 = _generated_by(core).split(" ")[0]
     for rec in records:
-        if said.split(" ")[0].endswith(rec.exe):
-            return shutil.which(rec.exe)
+        if argv0.endswith(rec.exe):  # started by path (nodeenv.vswitchd's choice) or by name
+            return argv0 if Path(argv0).is_absolute() and Path(argv0).exists() else shutil.which(rec.exe)
     return None
 
 

@@ -3,7 +3,8 @@
 OVN central (`ovn_central.py`: NB and SB ovsdb-servers and ovn-northd, standalone or RAFT
 clusters as `NodeSettings.ovn_central` says), the node's ovsdb-server (Open_vSwitch),
 ovs-vswitchd with the integration bridge on the userspace datapath (there is no kernel
-datapath on these machines), and ovn-controller bound to it, given the SB remote list.
+datapath on these machines; which ovs-vswitchd: `nodeenv/vswitchd.py`), and ovn-controller bound
+to it, given the SB remote list.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from nodeenv.ovn_central import (
     rundirs,
     start_standalone,
 )
+from nodeenv.vswitchd import DEBIAN_SCHEMA, Vswitchd, choose_vswitchd
 
 log = logging.getLogger(__name__)
 
-OVS_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 # The userspace datapath's own tap device: a machine-wide name, so one ovs-vswitchd per machine.
 USERSPACE_DATAPATH_DEV = "ovs-netdev"
 REQUIRED_TOOLS = (
@@ -59,7 +60,7 @@ def link_exists(name: str, netns: str = "") -> bool:
 
 def missing_prerequisites() -> list[str]:
     missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
-    missing += [str(s) for s in (OVS_SCHEMA, NB_SCHEMA, SB_SCHEMA) if not s.exists()]
+    missing += [str(s) for s in (DEBIAN_SCHEMA, NB_SCHEMA, SB_SCHEMA) if not s.exists()]
     return missing
 
 
@@ -78,8 +79,8 @@ class OvnStack:
         if not link_exists(USERSPACE_DATAPATH_DEV, s.netns):
             (ovs_dir / "datapath-created").touch()
         central = OvnCentral(s.ovn_central).start(node)
-        ovs_db = start_switch(node)
-        return {**start_controller(node, ovs_db, central["OVN_SB_DB"]), **central}
+        ovs_db, vswitchd = start_switch(node)
+        return {**start_controller(node, ovs_db, central["OVN_SB_DB"]), **central, **vswitchd.endpoints()}
 
     def cleanup(self, node: Node) -> None:
         # ovs-vswitchd leaves the bridge's tap device behind when it is stopped.
@@ -100,12 +101,14 @@ def require_prerequisites() -> None:
         raise DaemonError(f"missing prerequisites: {', '.join(missing)} (run `make setup`)")
 
 
-def start_switch(node: Node) -> str:
-    """The node's ovsdb-server (Open_vSwitch) and ovs-vswitchd, no bridge yet; the OVSDB remote."""
+def start_switch(node: Node) -> tuple[str, Vswitchd]:
+    """The node's ovsdb-server (Open_vSwitch, on the chosen vswitchd's schema) and ovs-vswitchd
+    (nodeenv/vswitchd.py picks which), no bridge yet; the OVSDB remote and that vswitchd."""
     env = {**node.process_env(), **rundirs(node.path("ovs", "x").parent)}
-    ovs_db = start_ovsdb(node, "ovs", OVS_SCHEMA, env)
-    start_vswitchd(node, env)
-    return ovs_db
+    vswitchd = choose_vswitchd(env)
+    ovs_db = start_ovsdb(node, "ovs", vswitchd.schema, env)
+    start_vswitchd(node, env, vswitchd)
+    return ovs_db, vswitchd
 
 
 def start_controller(node: Node, ovs_db: str, sb_remote: str) -> dict[str, str]:
@@ -170,15 +173,17 @@ def start_ovsdb(node: Node, db: str, schema: Path, env: dict[str, str]) -> str:
     return start_standalone(node, Member(Database(db, name, schema), 0, central_dir(node)), env)
 
 
-def start_vswitchd(node: Node, env: dict[str, str]) -> dict[str, str]:
-    """ovs-vswitchd on the node's Open_vSwitch database (initialised here); no bridge yet."""
+def start_vswitchd(node: Node, env: dict[str, str], vswitchd: Vswitchd) -> dict[str, str]:
+    """`vswitchd` on the node's Open_vSwitch database (initialised here, made from `vswitchd.schema`
+    by start_ovsdb); no bridge yet."""
     ovs_dir = node.path("ovs", "x").parent
+    log.info("ovs-vswitchd %s: %s (schema %s)", vswitchd.version, vswitchd.binary, vswitchd.schema)
     ovs_db = f"unix:{ovs_dir / 'ovs.sock'}"
     run_checked(["ovs-vsctl", f"--db={ovs_db}", "--timeout=10", "--no-wait", "init"], env)
     start_detaching(
         "ovs-vswitchd",
         [
-            "ovs-vswitchd",
+            str(vswitchd.binary),
             ovs_db,
             f"--unixctl={ovs_dir / 'ovs-vswitchd.ctl'}",
             f"--log-file={ovs_dir / 'ovs-vswitchd.log'}",

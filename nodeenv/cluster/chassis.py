@@ -34,7 +34,7 @@ class NodeChassis:
 
     def start(self, node: Node) -> dict[str, str]:
         require_prerequisites()
-        ovs_db = start_switch(node)
+        ovs_db, vswitchd = start_switch(node)
         self._uplink(node, ovs_db)
         self._reach_central(node)
         try:
@@ -45,6 +45,7 @@ class NodeChassis:
         # unix-socket remotes usable from the machine's own namespace)
         return {
             **out,
+            **vswitchd.endpoints(),
             "OVN_NB_DB": self.central["OVN_NB_DB_TCP"],
             "OVN_SB_DB": self.central["OVN_SB_DB_TCP"],
             "K8SHOST_NODE_IP": node.settings.encap_ip,

@@ -37,7 +37,7 @@ def test_no_layer_holds_this_machines_ca_apt_or_pip_configuration(
     forbidden |= {s.id: s.source.read_bytes().strip() for s in secrets}
     assert {"apt.conf"} <= forbidden.keys()
     assert leaks(layers, SECRET_PATHS, forbidden) == []
-    assert len(layers) == 4  # base, Debian packages, the dependencies' venv, the suite
+    assert len(layers) == 5  # base, Debian packages, the dependencies' venv, the suite, ovs-vswitchd
 
 
 def _make_image() -> str:

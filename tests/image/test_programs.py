@@ -43,7 +43,7 @@ def test_libraries_import_with_ovs_c_parser_and_generated_stubs(run: Run) -> Non
 
 @pytest.mark.parametrize(
     ("program", "version"),
-    [("ovs-vsctl", "3.1"), ("ovs-vswitchd", "3.1"), ("ovsdb-server", "3.1"), ("ovn-nbctl", "23.03"),
+    [("ovs-vsctl", "3.1"), ("ovs-vswitchd", "3.5"), ("ovsdb-server", "3.1"), ("ovn-nbctl", "23.03"),
      ("ovn-sbctl", "23.03"), ("ovn-northd", "23.03"), ("ovn-controller", "23.03")],
 )  # fmt: skip
 def test_ovs_and_ovn_programs_report_debian_s_versions(run: Run, program: str, version: str) -> None:

@@ -18,7 +18,8 @@ import pytest
 from nodeenv import evidence
 from nodeenv.daemons import is_alive
 from nodeenv.node import Node, NodeSettings
-from nodeenv.ovn_stack import OVS_SCHEMA, rundirs, start_ovsdb, start_vswitchd
+from nodeenv.ovn_stack import rundirs, start_ovsdb, start_vswitchd
+from nodeenv.vswitchd import choose_vswitchd
 from tests.conftest import require_ovn
 
 pytestmark = pytest.mark.root
@@ -29,7 +30,8 @@ class VswitchdOnly:
 
     def start(self, node: Node) -> dict[str, str]:
         env = {**node.process_env(), **rundirs(node.path("ovs", "x").parent)}
-        return {"OVS_DB": start_ovsdb(node, "ovs", OVS_SCHEMA, env), **start_vswitchd(node, env)}
+        chosen = choose_vswitchd(env)  # the one the node environment runs, started the same way
+        return {"OVS_DB": start_ovsdb(node, "ovs", chosen.schema, env), **start_vswitchd(node, env, chosen)}
 
     def cleanup(self, node: Node) -> None:
         pass

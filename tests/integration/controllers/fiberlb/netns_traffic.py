@@ -2,7 +2,9 @@
 
 The server answers every TCP connection (HTTP/1.0) and UDP datagram with its own name, so a
 client learns which backend it reached. The client makes N requests in one process and prints
-one JSON list: a backend name, "refused", "timeout" or "error:<text>" per request.
+one JSON list: a backend name, "refused", "timeout" or "error:<text>" per request. The load
+generator (LOADGEN, also used by the stress benches) opens a new connection per request without
+pause and prints its counts once a second.
 """
 
 from __future__ import annotations
@@ -64,6 +66,48 @@ for _ in range(n):
         out.append("error:%s" % e)
 print(json.dumps(out))
 """
+
+
+LOADGEN = r"""
+import json, socket, sys, time
+host, port, proto = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ok = fail = 0
+last = time.monotonic()
+while True:
+    try:
+        if proto == "udp":
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(1)
+            u.connect((host, port)); u.send(b"x"); u.recv(64); u.close()
+        else:
+            s = socket.create_connection((host, port), timeout=1)
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            while s.recv(4096):
+                pass
+            s.close()
+        ok += 1
+    except OSError:
+        fail += 1
+    now = time.monotonic()
+    if now - last >= 1:
+        print(json.dumps({"ok": ok, "fail": fail}), flush=True)
+        ok = fail = 0
+        last = now
+"""
+"""A client looping on new connections (TCP) or new sockets (UDP) to host:port: every request is a
+new conntrack entry. Prints {"ok": n, "fail": m} once a second."""
+
+
+def start_loadgen(netns: str, host: str, port: int, proto: str = "tcp") -> subprocess.Popen[str]:
+    """LOADGEN in `netns` against host:port until stopped (stop_loadgen)."""
+    argv = [*_prefix(netns), sys.executable, "-c", LOADGEN, host, str(port), proto]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def stop_loadgen(proc: subprocess.Popen[str]) -> list[tuple[int, int]]:
+    """Kill it; its (answered, failed) count of each second it ran."""
+    proc.kill()
+    out, _ = proc.communicate()
+    return [(d["ok"], d["fail"]) for d in map(json.loads, out.splitlines())]
 
 
 def _prefix(netns: str | None) -> list[str]:
