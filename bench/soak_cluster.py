@@ -1,0 +1,201 @@
+"""The cluster soak's churn and invariants: pods ADDed and DELeted on every node through that node's
+installed plugin and conflist (run in the node's namespace, as its runtime does), and traffic between
+pods on different nodes over Geneve (ICMP, and a TCP transfer checked end to end).
+
+Invariants, per node and cluster-wide: the node's pod ports in NB (`prismnet.node`), in its OVS
+database and as links in its namespace are exactly its live pods; the node's egress address set holds
+exactly their addresses; no address is held twice anywhere in the cluster; no pod namespace is left."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cni.ovn_egress import pods_set_name
+from nodeenv.cluster.cluster import Cluster, ClusterNode
+from nodeenv.cluster.underlay import list_netns
+from nodeenv.cni_component import installed_runtime
+
+PEER = str(Path(__file__).resolve().parent.parent / "tests" / "integration" / "cluster" / "peer.py")
+PODS_PER_NODE = 3
+TRANSFER = 256 * 1024
+
+
+@dataclass
+class SoakPod:
+    node: ClusterNode
+    netns: str
+    cid: str
+    args: str
+    result: dict[str, object]
+    added: float = field(default_factory=time.monotonic)
+
+    @property
+    def ip(self) -> str:
+        ips = self.result["ips"]
+        assert isinstance(ips, list)
+        return str(ips[0]["address"]).split("/")[0]
+
+
+@dataclass
+class ClusterChurn:
+    cluster: Cluster
+    pods: list[SoakPod] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    step_no: int = 0
+    late: list[tuple[str, float, float]] = field(default_factory=list)
+    """(from->to node, the target's age at the first lost ping, its age when one answered)"""
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def step(self) -> None:
+        """One action: a pod ADD (with a DEL of the node's oldest beyond PODS_PER_NODE) on the next
+        node, then, every other step, traffic between two pods on different nodes."""
+        self.step_no += 1
+        actions = [self.pod, self.traffic] if self.step_no % 2 == 0 else [self.pod]
+        for action in actions:
+            try:
+                action()
+                self.counts[action.__name__] += 1
+            except Exception as e:  # counted and printed: the soak goes on
+                self.errors[f"{action.__name__}: {str(e)[:160]}"] += 1
+
+    def pod(self) -> None:
+        node = self.cluster.nodes[self.step_no % len(self.cluster.nodes)]
+        mine = [p for p in self.pods if p.node is node]
+        if len(mine) >= PODS_PER_NODE:
+            self.delete(mine[0])
+            self.counts["delete"] += 1
+        n = next(self._ids)
+        netns = f"{self.cluster.settings.prefix}-s{os.getpid()}-{n}"
+        subprocess.run(["ip", "netns", "add", netns], check=True)
+        cid = f"soak{node.name}x{n:06d}".ljust(32, "0")
+        args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE=soak-{n % 3};K8S_POD_NAME=p{n}"
+        call = installed_runtime(node.env, chained=False).add(cid, f"/run/netns/{netns}", args=args)
+        if call.rc != 0:
+            self._drop(node, netns, cid, args, None)
+            raise RuntimeError(f"ADD on {node.name}: {call.out} {call.stderr.strip()[-200:]}")
+        self.pods.append(SoakPod(node, netns, cid, args, call.out))
+
+    def delete(self, pod: SoakPod) -> None:
+        self.pods.remove(pod)
+        self._drop(pod.node, pod.netns, pod.cid, pod.args, pod.result)
+
+    def _drop(
+        self, node: ClusterNode, netns: str, cid: str, args: str, result: dict[str, object] | None
+    ) -> None:
+        call = installed_runtime(node.env, chained=False).delete(
+            cid, f"/run/netns/{netns}", result, args=args
+        )
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+        if call.rc != 0:
+            raise RuntimeError(f"DEL on {node.name}: {call.out} {call.stderr.strip()[-200:]}")
+
+    def traffic(self) -> None:
+        """A ping and a TCP transfer (sha256 checked) between two pods on different nodes."""
+        pairs = [(a, b) for a in self.pods for b in self.pods if a.node is not b.node]
+        if not pairs:
+            return
+        a, b = random.choice(pairs)
+        self._ping(a, b)
+        port = str(20000 + self.step_no % 20000)
+        sink = subprocess.Popen(_peer(b.netns, "tcp-sink", port), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            assert sink.stdout is not None
+            if not json.loads(sink.stdout.readline() or "{}").get("ready"):
+                raise RuntimeError(f"tcp-sink in {b.netns} did not start")
+            sent = subprocess.run(_peer(a.netns, "tcp-send", b.ip, port, str(TRANSFER)),
+                                  capture_output=True, text=True, timeout=30)  # fmt: skip
+            out = json.loads(sent.stdout or "{}")
+            if sent.returncode or not out.get("intact"):
+                raise RuntimeError(
+                    f"TCP {a.node.name}->{b.node.name}: {sent.stdout.strip()} {sent.stderr[-200:]}"
+                )
+        finally:
+            sink.kill()
+            sink.wait()
+
+    def _ping(self, a: SoakPod, b: SoakPod) -> None:
+        """Pings until one answers (10 s at most): a pod just ADDed on one node is reachable from
+        another once that node's ovn-controller has its binding, which the ADD does not wait for.
+        A first ping lost is recorded with the target's age."""
+        deadline, lost_at = time.monotonic() + 10, -1.0
+        while True:
+            ping = subprocess.run(["ip", "netns", "exec", a.netns, "ping", "-c1", "-W1", b.ip],
+                                  capture_output=True, text=True)  # fmt: skip
+            if ping.returncode == 0:
+                if lost_at >= 0:
+                    self.late.append((f"{a.node.name}->{b.node.name}", lost_at, time.monotonic() - b.added))
+                return
+            lost_at = time.monotonic() - b.added if lost_at < 0 else lost_at
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ping {a.node.name}->{b.node.name} ({b.ip}) failed for 10 s")
+
+    def finish(self) -> None:
+        for pod in list(self.pods):
+            try:
+                self.delete(pod)
+            except RuntimeError as e:
+                self.errors[f"finish: {str(e)[:160]}"] += 1
+
+
+def _peer(netns: str, *args: str) -> list[str]:
+    return ["ip", "netns", "exec", netns, sys.executable, PEER, *args]
+
+
+def _words(argv: list[str]) -> list[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+
+
+def cluster_invariants(cluster: Cluster, env: dict[str, str], live: list[SoakPod]) -> list[str]:
+    """Every node's NB ports, OVS ports, links and egress set against its live pods; addresses
+    unique cluster-wide; no soak namespace without its pod."""
+    nbctl = ["ovn-nbctl", f"--db={env['OVN_NB_DB']}", "--timeout=20", "--bare"]
+    rows = subprocess.run(
+        [*nbctl, "--columns=external_ids,addresses", "find", "Logical_Switch_Port",
+         "external_ids:prismnet.network=prismnet"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip().split("\n\n")  # fmt: skip
+    by_node: dict[str, set[str]] = {}
+    ips: list[str] = []
+    for row in filter(None, rows):
+        words = row.split()
+        ids = dict(w.split("=", 1) for w in words if "=" in w)
+        if "prismnet.container-id" not in ids:
+            continue
+        by_node.setdefault(ids.get("prismnet.node", "?"), set()).add(ids["prismnet.container-id"])
+        ips += [w for w in words if w.count(".") == 3 and "=" not in w]
+    problems = [f"address held twice: {ip}" for ip, n in Counter(ips).items() if n > 1]
+    problems += [f"NB ports of unknown node {n}" for n in set(by_node) - {x.name for x in cluster.nodes}]
+    for node in cluster.nodes:
+        want = {p.cid for p in live if p.node is node}
+        ovs = _words(["ovs-vsctl", f"--db={node.env['OVS_DB']}", "--bare", "--columns=external_ids",
+                      "find", "Interface", "external_ids:prismnet.network=prismnet"])  # fmt: skip
+        links = subprocess.run(["ip", "-n", node.netns, "-o", "link"], capture_output=True, text=True).stdout
+        sources = {
+            "NB ports": by_node.get(node.name, set()),
+            "OVS ports": {w.split("=", 1)[1] for w in ovs if w.startswith("prismnet.container-id=")},
+            "links": {w.split("/")[1] for w in links.split() if w.startswith("prismnet:prismnet/")},
+        }
+        for what, have in sources.items():
+            if have != want:
+                problems.append(
+                    f"{node.name} {what}: leaked {sorted(have - want)[:2]} missing {sorted(want - have)[:2]}"
+                )
+        egress = _words([*nbctl, "--columns=addresses", "find", "Address_Set",
+                         f"name={pods_set_name(node.env.get('OVN_CHASSIS', node.name))}"])  # fmt: skip
+        if sorted(egress) != sorted(p.ip for p in live if p.node is node):
+            problems.append(f"{node.name} egress address set differs from its pods")
+    stale = {p.netns for p in live}
+    left = [n for n in list_netns(f"{cluster.settings.prefix}-s") if n not in stale]
+    problems += [f"pod namespaces left: {left[:3]}"] if left else []
+    return problems
