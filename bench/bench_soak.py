@@ -27,7 +27,7 @@ import time
 from bench.bench_cni import ours_invariants
 from bench.private_node import private_node
 from bench.soak_churn import Churn, csi_leftovers
-from bench.soak_sampler import Sample, queue_depths, take, verdict_table
+from bench.soak_sampler import Sample, print_errors_and_rows, queue_depths, take, verdict_table
 from nodeenv.components import default_components
 from nodeenv.node import Node
 
@@ -82,13 +82,7 @@ def leftovers(node: Node) -> list[str]:
 def report(churn: Churn, samples: list[Sample], drain: float, problems: list[str], took: float) -> None:
     print(f"soak: {took / 60:.1f} min of churn, one action every {STEP:g} s; samples every {SAMPLE:g} s")
     print("  churn counts: " + ", ".join(f"{k} {v}" for k, v in sorted(churn.counts.items())))
-    for err, n in churn.errors.most_common(5):
-        print(f"  churn error x{n}: {err}")
-    first, last = samples[0], samples[-1]
-    print(
-        "  NB/SB rows first > last: "
-        + ", ".join(f"{k} {first.rows.get(k, 0)}>{v}" for k, v in last.rows.items())
-    )
+    print_errors_and_rows(churn.errors, samples)
     print(
         f"  queue depths (max during churn): {max_depths(samples)}; "
         f"drained {drain:.1f} s after the churn stopped (target 5 s)"

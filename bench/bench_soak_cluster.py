@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.soak_cluster import ClusterChurn, cluster_invariants
-from bench.soak_sampler import Sample, take_parts, verdict_table
+from bench.soak_sampler import Sample, print_errors_and_rows, take_parts, verdict_table
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.node import Node
@@ -70,13 +70,7 @@ def report(
             f"{sorted(x[1] for x in churn.late)[len(churn.late) // 2]:.2f} s, answered by "
             f"{worst[2]:.2f} s at worst ({worst[0]})"
         )
-    for err, n in churn.errors.most_common(5):
-        print(f"  churn error x{n}: {err}")
-    first, last = samples[0], samples[-1]
-    print(
-        "  NB/SB rows first > last: "
-        + ", ".join(f"{k} {first.rows.get(k, 0)}>{v}" for k, v in last.rows.items())
-    )
+    print_errors_and_rows(churn.errors, samples)
     print(f"  faults or invariants broken during the churn: {during or 'none'}")
     print(f"  invariants after deleting every pod: {after or 'OK (nothing leaked or duplicated)'}")
     lines, ok = verdict_table(samples, warmup=took / 3)

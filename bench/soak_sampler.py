@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import urllib.request
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,3 +139,14 @@ def verdict_table(samples: list[Sample], warmup: float) -> tuple[list[str], bool
             + ("-" if not ours(name) else "OK" if good else "OVER TARGET")
         )
     return lines, ok
+
+
+def print_errors_and_rows(errors: Counter[str], samples: list[Sample]) -> None:
+    """The five commonest churn errors and the NB/SB row counts of the first and last sample."""
+    for err, n in errors.most_common(5):
+        print(f"  churn error x{n}: {err}")
+    first, last = samples[0], samples[-1]
+    print(
+        "  NB/SB rows first > last: "
+        + ", ".join(f"{k} {first.rows.get(k, 0)}>{v}" for k, v in last.rows.items())
+    )
