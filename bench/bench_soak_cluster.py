@@ -86,7 +86,7 @@ def report(
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="k8sh-soakc-", dir="/tmp"))
     settings = ClusterSettings(run_dir=tmp / "cluster", nodes=NODES, prefix="k8ssk",
-                               cluster_cidr="10.96.0.0/16", underlay_cidr="10.251.0.0/24",
+                               cluster_cidr="10.95.0.0/16", underlay_cidr="10.251.0.0/24",
                                ovn_central=CENTRAL)  # fmt: skip
     cluster = Cluster(settings)
     env = cluster.up()
