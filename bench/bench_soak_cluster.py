@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.soak_cluster import ClusterChurn, cluster_invariants
+from bench.soak_cluster import ClusterChurn, cluster_invariants, raft_terms
 from bench.soak_sampler import Sample, print_errors_and_rows, take_parts, verdict_table
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.settings import ClusterSettings
@@ -36,6 +36,12 @@ NODES = int(os.environ.get("SOAK_NODES", "3"))
 CENTRAL = os.environ.get("SOAK_OVN_CENTRAL", "raft")
 
 
+def sample(cluster: Cluster, env: dict[str, str], t: float) -> Sample:
+    s = take_parts(parts(cluster), env, t)
+    s.rows.update(raft_terms(cluster))
+    return s
+
+
 def parts(cluster: Cluster) -> dict[str, Node]:
     return {"control": cluster.control, "central": cluster.central, **{n.name: n.node for n in cluster.nodes}}
 
@@ -46,7 +52,7 @@ def churn_for(cluster: Cluster, env: dict[str, str], churn: ClusterChurn, sample
     next_sample, problems = t0, list[str]()
     while time.monotonic() - t0 < MINUTES * 60 and not problems:
         if time.monotonic() >= next_sample:
-            samples.append(take_parts(parts(cluster), env, time.monotonic() - t0))
+            samples.append(sample(cluster, env, time.monotonic() - t0))
             next_sample += SAMPLE
             problems = [*cluster.faults(), *cluster_invariants(cluster, env, churn.pods)]
         churn.step()
@@ -92,13 +98,13 @@ def main() -> None:
     env = cluster.up()
     try:
         samples: list[Sample] = []
-        churn = ClusterChurn(cluster)
+        churn = ClusterChurn(cluster, env)
         t0 = time.monotonic()
         during = churn_for(cluster, env, churn, samples)
         took = time.monotonic() - t0
         churn.finish()
         time.sleep(3)  # OVN catches up with the deletes
-        samples.append(take_parts(parts(cluster), env, time.monotonic() - t0))
+        samples.append(sample(cluster, env, time.monotonic() - t0))
         after = [*cluster.faults(), *cluster_invariants(cluster, env, [])]
         report(churn, samples, during, after, took)
     finally:

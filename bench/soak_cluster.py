@@ -23,6 +23,7 @@ from cni.ovn_egress import pods_set_name
 from nodeenv.cluster.cluster import Cluster, ClusterNode
 from nodeenv.cluster.underlay import list_netns
 from nodeenv.cni_component import installed_runtime
+from nodeenv.ovn_central import DATABASES, central_dir, cluster_status
 
 PEER = str(Path(__file__).resolve().parent.parent / "tests" / "integration" / "cluster" / "peer.py")
 PODS_PER_NODE = 3
@@ -39,6 +40,11 @@ class SoakPod:
     added: float = field(default_factory=time.monotonic)
 
     @property
+    def lsp(self) -> str:
+        """Its logical switch port, as the agent names it (`<pod>-<container id>`)."""
+        return f"{self.args.rsplit('K8S_POD_NAME=', 1)[1]}-{self.cid}"
+
+    @property
     def ip(self) -> str:
         ips = self.result["ips"]
         assert isinstance(ips, list)
@@ -48,6 +54,7 @@ class SoakPod:
 @dataclass
 class ClusterChurn:
     cluster: Cluster
+    env: dict[str, str]
     pods: list[SoakPod] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
@@ -138,7 +145,8 @@ class ClusterChurn:
                 return
             lost_at = time.monotonic() - b.added if lost_at < 0 else lost_at
             if time.monotonic() > deadline:
-                raise RuntimeError(f"ping {a.node.name}->{b.node.name} ({b.ip}) failed for 10 s")
+                why = unreachable_evidence(self.cluster, self.env, a, b)
+                raise RuntimeError(f"ping {a.node.name}->{b.node.name} ({b.ip}) failed for 10 s: {why}")
 
     def finish(self) -> None:
         for pod in list(self.pods):
@@ -146,6 +154,38 @@ class ClusterChurn:
                 self.delete(pod)
             except RuntimeError as e:
                 self.errors[f"finish: {str(e)[:160]}"] += 1
+
+
+def raft_terms(cluster: Cluster) -> dict[str, int]:
+    """The highest RAFT term any member of each central database reports (each election adds one;
+    nothing for standalone databases)."""
+    central, out = cluster.central_component, dict[str, int]()
+    if central.mode != "raft":
+        return out
+    for db in DATABASES:
+        terms = [
+            cluster_status(m.ctl, db.name).get("Term", "")
+            for m in central.member_list(central_dir(cluster.central), db)
+        ]
+        out[f"{db.key.upper()} RAFT term"] = max((int(t) for t in terms if t.isdigit()), default=0)
+    return out
+
+
+def unreachable_evidence(cluster: Cluster, env: dict[str, str], a: SoakPod, b: SoakPod) -> str:
+    """What each side knows of a pod another node cannot reach: its SB binding (chassis, up) and
+    both nodes' ovn-controller connection to the SB."""
+    sb = subprocess.run(
+        ["ovn-sbctl", f"--db={env['OVN_SB_DB']}", "--timeout=10", "--bare", "--columns=chassis,up",
+         "find", "Port_Binding", f"logical_port={b.lsp}"],
+        capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    status = []
+    for node in (a.node, b.node):
+        ctls = sorted(central_dir(node.node).glob("ovn-controller.*.ctl"))  # OVN_RUNDIR: <name>.<pid>.ctl
+        argv = ["ovn-appctl", "-t", str(ctls[-1]) if ctls else "ovn-controller", "connection-status"]
+        ctl = subprocess.run(argv, capture_output=True, text=True).stdout.strip()
+        status.append(f"{node.name} ovn-controller {ctl or '?'}")
+    return f"SB binding {sb or 'none'}; {'; '.join(status)}"
 
 
 def _peer(netns: str, *args: str) -> list[str]:
