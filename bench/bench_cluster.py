@@ -266,7 +266,9 @@ def failovers(c: Cluster, pods: ClusterPods, probes: dict[str, LivePod]) -> list
     print("  " + f.extra)
     if first is not None:
         probes[new.name] = first
+    whole = faults.wait_whole(c)
     problems = settle(c, pods.pods(), SCOPE, timeout=30)
+    print(f"  whole again {whole:.2f} s after the join")
     print(f"  invariants after all faults: {problems or 'hold'}")
     return out
 

@@ -19,12 +19,13 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from nodeenv.cluster.chassis import PHYS_BRIDGE
 from nodeenv.cluster.cluster import Cluster, ClusterNode
 from nodeenv.daemons import DaemonError, DaemonRecord, is_alive, start_detaching, stop, wait_for
 from nodeenv.node import Node, read_env_file
-from nodeenv.ovn_central import Member, central_dir, cluster_status, northd_status, rundirs
+from nodeenv.ovn_central import DATABASES, Member, central_dir, cluster_status, northd_status, rundirs
 from nodeenv.ovn_stack import link_exists
 from nodeenv.vswitchd import choose_vswitchd
 
@@ -175,3 +176,46 @@ def kill_node(n: ClusterNode) -> float:
     for rec in records:
         wait_for(lambda r=rec: not is_alive(r), f"{rec.name} of {n.name} to die", timeout=10)  # type: ignore[misc]
     return at
+
+
+def _appctl(ctl: Path, *args: str) -> str:
+    out = subprocess.run(["ovs-appctl", "-t", str(ctl), *args], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def not_whole(cluster: Cluster) -> list[str]:
+    """What keeps the cluster from being whole again after a fault ([] = whole): every RAFT member
+    a member of its cluster with one leader per database, every northd active or standby and
+    connected to the NB and SB, every node's ovn-controller connected to the SB."""
+    comp, central, out = cluster.central_component, cluster.central, []
+    if comp.mode == "raft":
+        for db in DATABASES:
+            roles = [
+                cluster_status(m.ctl, db.name).get("Role", "")
+                for m in comp.member_list(central_dir(central), db)
+            ]
+            if sorted(roles) != ["follower"] * (len(roles) - 1) + ["leader"]:
+                out.append(f"{db.name} members are {roles}")
+    for label, ctl in comp.northd_ctls(central).items():
+        if northd_status(ctl) not in ("active", "standby"):
+            out.append(f"{label} is {northd_status(ctl) or 'not answering'}")
+        for which in ("nb", "sb"):
+            status = _appctl(ctl, f"{which}-connection-status")
+            if status != "connected":
+                out.append(f"{label}: {which.upper()} {status or 'not answering'}")
+    for n in cluster.nodes:
+        rec = record(n.node, "ovn-controller")
+        status = _appctl(n.node.run_dir / "ovs" / f"ovn-controller.{rec.pid}.ctl", "connection-status")
+        if status != "connected":
+            out.append(f"ovn-controller of {n.name}: SB {status or 'not answering'}")
+    return out
+
+
+def wait_whole(cluster: Cluster, timeout: float = 60.0) -> float:
+    """Seconds until `not_whole` is empty (raises with what is still wrong after `timeout`)."""
+    t0, deadline = time.monotonic(), time.monotonic() + timeout
+    while problems := not_whole(cluster):
+        if time.monotonic() > deadline:
+            raise DaemonError(f"the cluster is not whole again after {timeout:.0f} s: {'; '.join(problems)}")
+        time.sleep(0.1)
+    return time.monotonic() - t0

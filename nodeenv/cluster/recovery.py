@@ -10,11 +10,13 @@ caller's: the tests assert, the bench prints.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodeenv.cluster import faults
 from nodeenv.cluster.churn import AddOutcome, Churn, ClusterPods, LivePod, wait_cross_node
 from nodeenv.cluster.cluster import Cluster, ClusterNode
 from nodeenv.cluster.invariants import settle
@@ -34,6 +36,8 @@ class Recovery:
     """the ADDs begun from 10 s before the fault to the end of the round (on nodes not killed)"""
     errors: list[str] = field(default_factory=list)
     """DELs that failed and anything else the churn met"""
+    whole_s: float = float("nan")
+    """from the end of the round until the cluster was whole again (faults.not_whole)"""
 
     @property
     def failed(self) -> list[AddOutcome]:
@@ -48,9 +52,10 @@ class Recovery:
         return sum(o.attempts > 1 for o in self.outcomes)
 
     def summary(self) -> str:
+        whole = "" if math.isnan(self.whole_s) else f"; whole again {self.whole_s:.2f} s after the round"
         return (f"{self.what}: cross-node traffic {self.traffic_s:.2f} s, first ADD on every node "
                 f"{self.add_s:.2f} s after; {len(self.outcomes)} ADDs, {self.retried} retried "
-                f"(most attempts {self.most_attempts}), {len(self.failed)} failed")  # fmt: skip
+                f"(most attempts {self.most_attempts}), {len(self.failed)} failed{whole}")  # fmt: skip
 
 
 def added_on_every_node(pods: ClusterPods, nodes: Sequence[ClusterNode], since: float) -> bool:
@@ -100,7 +105,10 @@ def fault_round(
         churn.stop()
     with pods.lock:
         outcomes = [o for o in pods.outcomes if o.started >= struck - 10 and o.node not in churn.halted]
-    return Recovery(what, traffic_s, add_recovery(pods, nodes, struck), outcomes, list(churn.errors))
+    got = Recovery(what, traffic_s, add_recovery(pods, nodes, struck), outcomes, list(churn.errors))
+    if not churn.halted:  # a killed node is whole again only once it is released (`release`)
+        got.whole_s = faults.wait_whole(pods.cluster, timeout=timeout)
+    return got
 
 
 def release(

@@ -55,6 +55,8 @@ class Faulty:
         return [p for node, p in self.probes.items() if node in names]
 
     def settled(self) -> None:
+        """The cluster whole again (faults.not_whole) and the invariants holding."""
+        faults.wait_whole(self.cluster, timeout=30)
         problems = settle(self.cluster, self.pods.pods(), NAMESPACES, timeout=30)
         assert problems == [], "\n".join(problems)
 
@@ -167,7 +169,7 @@ def test_ovn_controller_killed_and_restarted(faulty: Faulty) -> None:
 
     def inject(_: Churn) -> float:
         at = faults.kill(node.node, "ovn-controller")
-        while_dead.extend(cross_node_ok(faulty.live_probes()))  # its flows stay in ovs-vswitchd
+        while_dead.extend(cross_node_ok(faulty.live_probes(), tries=3))  # its flows stay in ovs-vswitchd
         time.sleep(2)  # ADDs on it wait for ovn-installed meanwhile
         faults.restart_ovn_controller(node)
         return at
