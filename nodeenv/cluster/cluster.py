@@ -27,7 +27,7 @@ from nodeenv.cluster.chassis import NodeChassis
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.cluster.underlay import Underlay, list_netns
 from nodeenv.cni_component import CniComponent
-from nodeenv.daemons import DaemonError, is_alive
+from nodeenv.daemons import DaemonError
 from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.kubelet.apiclient import KubeClient, register_node
 from nodeenv.node import Component, Node, NodeSettings, read_env_file, write_env_file
@@ -163,6 +163,8 @@ class Cluster:
         """Take a node out of this machine: its daemons stopped (dead ones forgotten), its files
         and namespace removed (its underlay link with it). Its Node object and OVN state stay: what
         a node-controller releases when the Node is deleted."""
+        from nodeenv.daemons import is_alive  # here, not at the top: keeps merges with other branches easy
+
         n.node.components = n.node.components or self.node_components(self._central_env())
         for rec in n.node.daemons.load():
             if not is_alive(rec):  # killed on purpose: forgotten, not kept as a fault's evidence
