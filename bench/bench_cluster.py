@@ -18,9 +18,11 @@ this order, with the single-node figures from the same run beside the cross-node
 4. Failover (nodeenv/cluster/recovery.py): during a pod churn on every node, each fault of the
    fault tests (tests/integration/cluster/test_faults.py); the seconds from the fault until
    cross-node traffic between probe pods works again and until an ADD begun after it has succeeded
-   on every node; for the NB and SB leader kills also until a writer committing every 20 ms had a
-   commit accepted again; for the node kill the seconds from its Node's deletion until the
-   node-controller released it, and a new node's join.
+   on every node; for the NB (CLUSTER_NB_KILLS, 3 times: it varies with the member northd tries
+   next) and SB leader kills also until a writer committing every 20 ms had a commit accepted
+   again; then until the cluster is whole again (nodeenv/cluster/faults.py); for the node kill
+   the seconds from its Node's deletion until the node-controller released it, and a new node's
+   join.
 5. The targets: cross-node ADD median within 1.2x of single-node; p99 < 200 ms at 3 x 100;
    after an NB leader kill writes accepted again within 5 s and no ADD failing more than one retry.
 """
@@ -54,6 +56,8 @@ from ovnaccess.connection import Ovsdb, connect
 PODS = int(os.environ.get("CLUSTER_PODS", "100"))
 CONC = int(os.environ.get("CLUSTER_CONC", "8"))
 WRITES = int(os.environ.get("CLUSTER_WRITES", "200"))
+NB_KILLS = int(os.environ.get("CLUSTER_NB_KILLS", "3"))
+"""How often the NB leader is killed (its recovery varies with which member northd tries next)."""
 NAMESPACES = 4
 PREFIX = "k8shb"
 CHURN, PROBE = "bench-churn", "bench-probe"
@@ -210,10 +214,8 @@ def failovers(c: Cluster, pods: ClusterPods, probes: dict[str, LivePod]) -> list
         return f
 
     struck_at: list[float] = []
-    for key, schema, table in (
-        ("nb", "OVN_Northbound", "Logical_Switch"),
-        ("sb", "OVN_Southbound", "SB_Global"),
-    ):
+    kills = [("nb", "OVN_Northbound", "Logical_Switch")] * NB_KILLS + [("sb", "OVN_Southbound", "SB_Global")]
+    for key, schema, table in kills:
         killed: list[Member] = []
 
         def inject(_: Churn, key: str = key, killed: list[Member] = killed) -> float:
@@ -334,18 +336,20 @@ def main() -> None:
         fo = failovers(c, pods, probes)
     ratio = statistics.median(same.add_ms) / statistics.median(single.add_ms)
     ratio_each = statistics.median(each.add_ms) / statistics.median(single.add_ms)
-    nb_kill = fo[0]
-    one_retry = nb_kill.got.most_attempts <= 2 and not nb_kill.got.failed
     print("targets:")
     print(f"  cross-node ADD median within 1.2x of single-node: {ratio:.2f}x at the same load "
           f"({verdict(ratio <= 1.2)}); {ratio_each:.2f}x with {CONC} in flight per node")  # fmt: skip
     p99 = max(pct(same.add_ms, 99), pct(each.add_ms, 99))
     print(f"  p99 < 200 ms at 3 x {PODS}: {pct(same.add_ms, 99):.0f} ms at the same load, "
           f"{pct(each.add_ms, 99):.0f} ms per-node load ({verdict(p99 < 200)})")  # fmt: skip
-    print(f"  NB leader killed: writes accepted again after {nb_kill.writes_s:.2f} s "
-          f"({verdict(nb_kill.writes_s <= 5)}); most attempts of one ADD {nb_kill.got.most_attempts}, "
-          f"failed ADDs {len(nb_kill.got.failed)} ({verdict(one_retry)}); "
-          f"ADDs on every node again after {nb_kill.got.add_s:.2f} s")  # fmt: skip
+    nb_kills = fo[:NB_KILLS]
+    writes = max(f.writes_s for f in nb_kills)
+    attempts = max(f.got.most_attempts for f in nb_kills)
+    failed = sum(len(f.got.failed) for f in nb_kills)
+    adds = ", ".join(f"{f.got.add_s:.1f}" for f in nb_kills)
+    print(f"  NB leader killed ({NB_KILLS}x): writes accepted again after {writes:.2f} s at most "
+          f"({verdict(writes <= 5)}); most attempts of one ADD {attempts}, failed ADDs {failed} "
+          f"({verdict(attempts <= 2 and not failed)}); ADDs on every node again after {adds} s")  # fmt: skip
 
 
 if __name__ == "__main__":
