@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from nodeenv.cli import main
 from nodeenv.cluster import faults, recovery
 from nodeenv.cluster.churn import Churn, ClusterPods, LivePod, cross_node_ok, wait_cross_node
 from nodeenv.cluster.cluster import Cluster
@@ -227,6 +228,27 @@ def test_concurrent_adds_on_all_nodes_never_hand_out_one_address_twice(faulty: F
         assert p is not None and faulty.pods.delete(
             p, next(n for n in faulty.cluster.nodes if n.name == p.node)
         )
+    faulty.settled()
+
+
+def test_cluster_join_command_adds_node_n_plus_1_to_the_running_cluster(
+    faulty: Faulty, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`k8shost-node cluster-join` (a fresh process's view of the cluster, from its flags alone):
+    node4 joins, its first pod reaches every other node's probe, the invariants hold with it."""
+    c, s = faulty.cluster, faulty.cluster.settings
+    argv = ["cluster-join", "--cluster-dir", str(s.run_dir), "--prefix", s.prefix, "--nodes", str(s.nodes),
+            "--ovn-central", s.ovn_central, "--cluster-cidr", s.cluster_cidr]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "node4 joined in" in out and "the cluster has node1, node2, node3, node4" in out, out
+    new = c.new_node(4)
+    new.node.endpoints = read_env_file(new.env_file)
+    c.nodes.append(new)
+    pod, outcome = faulty.pods.add(new, "flt-new", "first-on-node4")
+    assert pod is not None, outcome
+    faulty.probes[new.name] = pod
+    wait_cross_node(faulty.live_probes(), time.monotonic(), timeout=30)
     faulty.settled()
 
 
