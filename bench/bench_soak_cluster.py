@@ -54,7 +54,7 @@ def churn_for(cluster: Cluster, env: dict[str, str], churn: ClusterChurn, sample
         if time.monotonic() >= next_sample:
             samples.append(sample(cluster, env, time.monotonic() - t0))
             next_sample += SAMPLE
-            problems = [*cluster.faults(), *cluster_invariants(cluster, env, churn.pods)]
+            problems = [*cluster.faults(), *cluster_invariants(cluster, churn.pods)]
         churn.step()
         time.sleep(max(0.0, STEP - (time.monotonic() - t0) % STEP))
     return problems
@@ -105,7 +105,7 @@ def main() -> None:
         churn.finish()
         time.sleep(3)  # OVN catches up with the deletes
         samples.append(sample(cluster, env, time.monotonic() - t0))
-        after = [*cluster.faults(), *cluster_invariants(cluster, env, [])]
+        after = [*cluster.faults(), *cluster_invariants(cluster, [])]
         report(churn, samples, during, after, took)
     finally:
         cluster.down()

@@ -2,9 +2,8 @@
 installed plugin and conflist (run in the node's namespace, as its runtime does), and traffic between
 pods on different nodes over Geneve (ICMP, and a TCP transfer checked end to end).
 
-Invariants, per node and cluster-wide: the node's pod ports in NB (`prismnet.node`), in its OVS
-database and as links in its namespace are exactly its live pods; the node's egress address set holds
-exactly their addresses; no address is held twice anywhere in the cluster; no pod namespace is left."""
+Invariants: nodeenv/cluster/invariants.py against the live pods (the fault tests' check), and no pod
+namespace of the soak left."""
 
 from __future__ import annotations
 
@@ -19,8 +18,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cni.ovn_egress import pods_set_name
+from nodeenv.cluster import invariants
 from nodeenv.cluster.cluster import Cluster, ClusterNode
+from nodeenv.cluster.invariants import PodRef
 from nodeenv.cluster.underlay import list_netns
 from nodeenv.cni_component import installed_runtime
 from nodeenv.ovn_central import DATABASES, central_dir, cluster_status
@@ -40,9 +40,16 @@ class SoakPod:
     added: float = field(default_factory=time.monotonic)
 
     @property
+    def name(self) -> str:
+        return self.args.rsplit("K8S_POD_NAME=", 1)[1]
+
+    @property
+    def namespace(self) -> str:
+        return self.args.split("K8S_POD_NAMESPACE=", 1)[1].split(";")[0]
+
+    @property
     def lsp(self) -> str:
-        """Its logical switch port, as the agent names it (`<pod>-<container id>`)."""
-        return f"{self.args.rsplit('K8S_POD_NAME=', 1)[1]}-{self.cid}"
+        return PodRef(self.node.name, self.namespace, self.name, self.cid, "").lsp
 
     @property
     def ip(self) -> str:
@@ -192,50 +199,12 @@ def _peer(netns: str, *args: str) -> list[str]:
     return ["ip", "netns", "exec", netns, sys.executable, PEER, *args]
 
 
-def _words(argv: list[str]) -> list[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
-
-
-def cluster_invariants(cluster: Cluster, env: dict[str, str], live: list[SoakPod]) -> list[str]:
-    """Every node's NB ports, OVS ports, links and egress set against its live pods; addresses
-    unique cluster-wide; no soak namespace without its pod."""
-    nbctl = ["ovn-nbctl", f"--db={env['OVN_NB_DB']}", "--timeout=20", "--bare"]
-    rows = subprocess.run(
-        [*nbctl, "--columns=external_ids,addresses", "find", "Logical_Switch_Port",
-         "external_ids:prismnet.network=prismnet"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip().split("\n\n")  # fmt: skip
-    by_node: dict[str, set[str]] = {}
-    ips: list[str] = []
-    for row in filter(None, rows):
-        words = row.split()
-        ids = dict(w.split("=", 1) for w in words if "=" in w)
-        if "prismnet.container-id" not in ids:
-            continue
-        by_node.setdefault(ids.get("prismnet.node", "?"), set()).add(ids["prismnet.container-id"])
-        ips += [w for w in words if w.count(".") == 3 and "=" not in w]
-    problems = [f"address held twice: {ip}" for ip, n in Counter(ips).items() if n > 1]
-    problems += [f"NB ports of unknown node {n}" for n in set(by_node) - {x.name for x in cluster.nodes}]
-    for node in cluster.nodes:
-        want = {p.cid for p in live if p.node is node}
-        ovs = _words(["ovs-vsctl", f"--db={node.env['OVS_DB']}", "--bare", "--columns=external_ids",
-                      "find", "Interface", "external_ids:prismnet.network=prismnet"])  # fmt: skip
-        links = subprocess.run(["ip", "-n", node.netns, "-o", "link"], capture_output=True, text=True).stdout
-        sources = {
-            "NB ports": by_node.get(node.name, set()),
-            "OVS ports": {w.split("=", 1)[1] for w in ovs if w.startswith("prismnet.container-id=")},
-            "links": {w.split("/")[1] for w in links.split() if w.startswith("prismnet:prismnet/")},
-        }
-        for what, have in sources.items():
-            if have != want:
-                problems.append(
-                    f"{node.name} {what}: leaked {sorted(have - want)[:2]} missing {sorted(want - have)[:2]}"
-                )
-        egress = _words([*nbctl, "--columns=addresses", "find", "Address_Set",
-                         f"name={pods_set_name(node.env.get('OVN_CHASSIS', node.name))}"])  # fmt: skip
-        if sorted(egress) != sorted(p.ip for p in live if p.node is node):
-            problems.append(f"{node.name} egress address set differs from its pods")
-    stale = {p.netns for p in live}
-    left = [n for n in list_netns(f"{cluster.settings.prefix}-s") if n not in stale]
-    problems += [f"pod namespaces left: {left[:3]}"] if left else []
-    return problems
+def cluster_invariants(cluster: Cluster, live: list[SoakPod]) -> list[str]:
+    """nodeenv.cluster.invariants against the live pods (every pod's port in NB, OVS, SB and as a
+    host veth on its node, installed; no port, veth or address without its pod; unique addresses;
+    each node's egress set), and no soak pod namespace without its pod."""
+    refs = [PodRef(p.node.name, p.namespace, p.name, p.cid, p.ip) for p in live]
+    problems = invariants.check(cluster, refs)
+    held = {p.netns for p in live}
+    left = [n for n in list_netns(f"{cluster.settings.prefix}-s") if n not in held]
+    return problems + ([f"pod namespaces left: {left[:3]}"] if left else [])
