@@ -81,7 +81,8 @@ class EventRecorder:
         self._burst, self._refill, self._max = burst, refill_seconds, max_series
         self._clock = clock
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
-        self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+        self._buckets: OrderedDict[str, tuple[TokenBucket, float]] = OrderedDict()
+        """regarding -> (its spam-filter bucket, when it was last used), least recently used first"""
         self._tasks: set[asyncio.Task[None]] = set()
         self._dropped = (metrics or MachineryMetrics()).events_dropped
 
@@ -125,12 +126,14 @@ class EventRecorder:
                 await task
 
     def _allow(self, regarding: str) -> bool:
-        bucket = self._buckets.get(regarding)
-        if bucket is None:
-            bucket = self._buckets[regarding] = TokenBucket(1.0 / self._refill, self._burst)
-            if len(self._buckets) > self._max:
-                self._buckets.popitem(last=False)
-        self._buckets.move_to_end(regarding)
+        now = self._clock()
+        # a bucket unused for refill x burst seconds is full again: the same as a new one
+        while self._buckets and now - next(iter(self._buckets.values()))[1] >= self._refill * self._burst:
+            self._buckets.popitem(last=False)
+        bucket = self._buckets.pop(regarding, (TokenBucket(1.0 / self._refill, self._burst), now))[0]
+        self._buckets[regarding] = (bucket, now)
+        if len(self._buckets) > self._max:
+            self._buckets.popitem(last=False)
         return bucket.reserve() == 0.0
 
     async def _create(self, key: tuple[str, ...], ref: KubeObject, type_: EventType, reason: str,
@@ -162,11 +165,27 @@ class EventRecorder:
             old.flush.cancel()
         if series is not None:
             self._series[key] = series
+        self._finish_series()
         while len(self._series) > self._max:
             _, evicted = self._series.popitem(last=False)
             if evicted.flush is not None:
                 evicted.flush.cancel()
         return series
+
+    def _finish_series(self) -> None:
+        """Forget series not seen for a window and fully written (a repeat after the window starts a
+        new Event anyway), as client-go's broadcaster finishes its series: their objects are often
+        gone (a deleted namespace's), and the cache would otherwise hold them until max_series."""
+        now = self._clock()
+        while self._series:
+            oldest = next(iter(self._series.values()))
+            if (
+                now - oldest.last_seen <= self.window
+                or oldest.flush is not None
+                or oldest.count != oldest.written
+            ):
+                return
+            self._series.popitem(last=False)
 
     def _schedule_flush(self, series: _Series) -> None:
         if series.flush is not None:

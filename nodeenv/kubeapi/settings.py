@@ -39,6 +39,12 @@ _FLAGS = (
     ("--bookmark-interval", "KUBEAPI_BOOKMARK_INTERVAL", "60", "seconds between watch BOOKMARK events"),
     ("--watch-timeout", "KUBEAPI_WATCH_TIMEOUT", "1800", "seconds a watch without timeoutSeconds lasts"),
     ("--history-limit", "KUBEAPI_HISTORY_LIMIT", "100000", "watch events kept; older versions get 410"),
+    (
+        "--compaction-interval",
+        "KUBEAPI_COMPACTION_INTERVAL",
+        "300",
+        "seconds between history compactions, as kube-apiserver's --etcd-compaction-interval (0: never)",
+    ),
     ("--enforce-rbac", "KUBEAPI_ENFORCE_RBAC", "false", "authorize non-admin users by RBAC objects"),
     ("--enforce-quota", "KUBEAPI_ENFORCE_QUOTA", "false", "ResourceQuota object counts: admission + status"),
     ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
@@ -67,6 +73,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             bookmark_interval=float(a.bookmark_interval),
             watch_timeout=float(a.watch_timeout),
             history_limit=int(a.history_limit),
+            compaction_interval=float(a.compaction_interval),
             enforce_rbac=_truthy(a.enforce_rbac),
             enforce_quota=_truthy(a.enforce_quota),
         )

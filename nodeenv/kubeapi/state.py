@@ -25,6 +25,8 @@ class ApiConfig:
     """A watch without timeoutSeconds ends after this (kube-apiserver's --min-request-timeout)."""
     history_limit: int = 100_000
     """Events kept for watches from an older resourceVersion; older ones get 410."""
+    compaction_interval: float = 300.0
+    """Seconds between compactions of the history (kube-apiserver's --etcd-compaction-interval; 0: never)."""
     enforce_rbac: bool = False
     """Authorize non-admin users by the Roles/ClusterRoles and bindings in the store (opt-in)."""
     enforce_quota: bool = False
@@ -75,7 +77,7 @@ class ApiState:
     views: Views = field(init=False)
 
     def __post_init__(self) -> None:
-        self.store = Store(self.config.history_limit)
+        self.store = Store(self.config.history_limit, self.config.compaction_interval)
         self.metrics = Metrics(self.store)
         self.views = Views(self.registry)
         self.resources = Resources(

@@ -11,8 +11,9 @@ and handed to the watches of that kind only (O(watches of the kind), not O(objec
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,11 +66,21 @@ class Watch:
 
 
 class Store:
-    def __init__(self, history_limit: int = 100_000) -> None:
+    def __init__(
+        self,
+        history_limit: int = 100_000,
+        compaction_interval: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.rv = 0
         self._objs: dict[str, dict[str, dict[str, Obj]]] = {}
         self._history: deque[Event] = deque()
         self._history_limit = history_limit
+        self._interval, self._clock = compaction_interval, clock
+        self._compacted_at, self._mark = clock(), 0
+        """kube-apiserver compacts etcd every 5 minutes up to the revision it saw at the previous
+        compaction, so history spans one to two intervals; without it the double kept its last
+        100,000 events (the soak saw it grow by ~65 MB/h)."""
         self.floor = 0  # a watch may start from any rv >= floor
         self._watches: dict[str, set[Watch]] = {}
 
@@ -149,6 +160,11 @@ class Store:
         self._history.append(ev)
         while len(self._history) > self._history_limit:
             self.floor = self._history.popleft().rv
+        now = self._clock()
+        if self._interval > 0 and now - self._compacted_at >= self._interval:
+            while self._history and self._history[0].rv <= self._mark:
+                self.floor = self._history.popleft().rv
+            self._compacted_at, self._mark = now, self.rv
         for w in self._watches.get(ev.kind.key, ()):
             w.offer(ev)
 

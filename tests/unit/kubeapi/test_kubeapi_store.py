@@ -93,6 +93,25 @@ def test_history_limit_moves_the_floor() -> None:
         store.watch(CM, None, Selector(), 0)
 
 
+def test_history_is_compacted_by_time_as_etcd_behind_kube_apiserver() -> None:
+    """Every interval the history is cut at the version seen at the previous compaction: a watch
+    may start from anything written within the last interval, never from more than two back."""
+    now = [0.0]
+    store = Store(compaction_interval=300, clock=lambda: now[0])
+    r = Resources(store, REG)
+    r.bootstrap()
+    first = int(r.create(CM, "default", cm("a"))["metadata"]["resourceVersion"])
+    now[0] = 301
+    second = int(r.create(CM, "default", cm("b"))["metadata"]["resourceVersion"])  # compacts up to rv 0
+    store.watch(CM, None, Selector(), first - 1)  # still there: one interval back
+    now[0] = 602
+    r.create(CM, "default", cm("c"))  # compacts up to `second`
+    with pytest.raises(Expired):
+        store.watch(CM, None, Selector(), first)
+    store.watch(CM, None, Selector(), second)
+    assert len(store._history) == 1, "events older than two intervals are gone"
+
+
 def test_conflict_notfound_alreadyexists(res: Resources) -> None:
     a = res.create(CM, "default", cm("a"))
     with pytest.raises(AlreadyExists):
