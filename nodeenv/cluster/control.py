@@ -9,8 +9,9 @@
   the API double): fiberlb-controller (`ovn` backend, LoadBalancer and ClusterIP Services) and
   netpol-controller, both leader-elected, against the API double on loopback and the central NB
   over its unix sockets (the whole remote list of a RAFT central).
-- On every node, after its chassis and CNI: the routes from the node to the Service CIDR and the
-  external IP pool through its management port (a node reaches a VIP as a pod does), and the
+- On every node, after its chassis and CNI: IPv4 forwarding (pod egress is forwarded and
+  masqueraded by its node), the routes from the node to the Service CIDR and the external IP pool
+  through its management port (a node reaches a VIP as a pod does), and the
   node-local FlashDNS listener on the cluster DNS address in the node's namespace, watching the API
   through the underlay listener.
 """
@@ -66,17 +67,24 @@ class FiberlbController:
         """The daemon is stopped by PID; its NB rows go with OVN central."""
 
 
-class NodeVipRoutes:
-    """Component on a node: the Service CIDR and the external IP pool routed through the node's
-    management port (via the cluster router), so the node reaches ClusterIPs and LoadBalancer IPs
-    through OVN's load balancers on its management switch. They go with the node's namespace."""
+class NodeRouting:
+    """Component on a node: what a Kubernetes node's host network has besides the CNI.
 
-    name = "vip-routes"
+    - IPv4 forwarding on (`net.ipv4.ip_forward`, as kubelet requires of a node; a new namespace
+      starts with it off): the CNI turns it on for the management port only, which forwards a pod's
+      egress out of the node, but the replies come back in on br-phy and are forwarded from there.
+    - The Service CIDR and the external IP pool routed through the node's management port (via the
+      cluster router), so the node reaches ClusterIPs and LoadBalancer IPs through OVN's load
+      balancers on its management switch.
+    Both go with the node's namespace."""
+
+    name = "node-routing"
 
     def __init__(self, pool: str = DEFAULT_POOL, service_cidr: str = DEFAULT_SERVICE_CIDR) -> None:
         self.prefixes = [*pool_prefixes(pool), service_cidr]
 
     def start(self, node: Node) -> dict[str, str]:
+        run_checked(["ip", "netns", "exec", node.settings.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
         ip = ["ip", "-n", node.settings.netns]
         mgmt = CniComponent().settings(node).management_if
         routes = json.loads(run_checked([*ip, "-4", "-j", "route", "show", "dev", mgmt]))
@@ -107,4 +115,4 @@ def node_services(control: Mapping[str, str]) -> list[Component]:
     node is only being cleaned up: nothing of these needs them then)."""
     given = {"KUBECONFIG": control["NODES_KUBECONFIG"], "KUBE_API_URL": control["NODES_KUBE_API_URL"]} \
         if "NODES_KUBECONFIG" in control else {}  # fmt: skip
-    return [Given(given), NodeVipRoutes(), FlashDnsComponent(upstreams="none")]
+    return [Given(given), NodeRouting(), FlashDnsComponent(upstreams="none")]
