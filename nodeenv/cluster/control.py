@@ -13,7 +13,8 @@
   masqueraded by its node), the routes from the node to the Service CIDR and the external IP pool
   through its management port (a node reaches a VIP as a pod does), and the
   node-local FlashDNS listener on the cluster DNS address in the node's namespace, watching the API
-  through the underlay listener.
+  through the underlay listener, and the node's LightningStor CSI plugin (node id = node name,
+  registered through `plugins_registry` under the node's install root; local backend).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 from collections.abc import Mapping
 
 from nodeenv.cni_component import CniComponent
+from nodeenv.csi_component import CsiComponent
 from nodeenv.daemons import run_checked
 from nodeenv.fiberlb_component import DEFAULT_POOL, DEFAULT_SERVICE_CIDR
 from nodeenv.fiberlb_routes import pool_prefixes
@@ -115,4 +117,4 @@ def node_services(control: Mapping[str, str]) -> list[Component]:
     node is only being cleaned up: nothing of these needs them then)."""
     given = {"KUBECONFIG": control["NODES_KUBECONFIG"], "KUBE_API_URL": control["NODES_KUBE_API_URL"]} \
         if "NODES_KUBECONFIG" in control else {}  # fmt: skip
-    return [Given(given), NodeRouting(), FlashDnsComponent(upstreams="none")]
+    return [Given(given), NodeRouting(), FlashDnsComponent(upstreams="none"), CsiComponent()]
