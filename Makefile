@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down clean image test-image
+.PHONY: setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image
 
 setup:
 	@bash scripts/setup.sh
@@ -30,6 +30,10 @@ node-down:
 NODES ?= $(or $(K8SHOST_NODES),3)
 cluster-up: setup ovs
 	$(PY) -m nodeenv.cli cluster-up --nodes $(NODES)
+
+# one more node joins the running cluster (node N+1: its netns, chassis, agent, Node object)
+cluster-join: setup
+	$(PY) -m nodeenv.cli cluster-join
 
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) -m nodeenv.cli cluster-down; else echo "cluster-down: nothing to stop (no .venv)"; fi

@@ -11,8 +11,9 @@ shorter): RSS, fds, threads, CPU of every daemon; work-queue depths; NB/SB row c
 (bench/soak_sampler.py). After the churn stops and everything is deleted: seconds until every queue
 is empty (target 5 s), the invariants (CNI: NB ports = OVS ports = kernel links = no pod, no
 duplicate IP, egress set; no fiberlb LB row, no netpol ACL/port group, no CSI loop device, mount or
-directory left), and per daemon the RSS and fd slope per hour after warm-up (the first third) with a
-verdict (daemons of ours: <= 5 MB/h RSS, no fd growth). A dead or wedged daemon ends the run and
+directory left; the DNS zone back to its names before the churn, the last Service's name NXDOMAIN),
+and per daemon the RSS and fd slope per hour after warm-up (the first third) with a verdict (daemons
+of ours: <= 5 MB/h RSS, no fd growth). A dead or wedged daemon ends the run and
 names its kept evidence.
 
     flock /tmp/k8shost-ovn.lock make bench BENCH=soak      # SOAK_MINUTES=3 for a short run
@@ -21,13 +22,15 @@ names its kept evidence.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
+import urllib.request
 
 from bench.bench_cni import ours_invariants
 from bench.private_node import private_node
 from bench.soak_churn import Churn, csi_leftovers
-from bench.soak_sampler import Sample, queue_depths, take, verdict_table
+from bench.soak_sampler import Sample, print_errors_and_rows, queue_depths, take, verdict_table
 from nodeenv.components import default_components
 from nodeenv.node import Node
 
@@ -60,6 +63,27 @@ def drained(node: Node, timeout: float = 60) -> float:
     return float("inf")
 
 
+def zone_names(env: dict[str, str]) -> int:
+    """Names in the cluster DNS zone (flashdns-controller's flashdns_zone_names gauge)."""
+    text = urllib.request.urlopen(env["FLASHDNS_METRICS"], timeout=5).read().decode()
+    found = re.search(r"^flashdns_zone_names (\S+)$", text, re.M)
+    if found is None:
+        raise RuntimeError("flashdns_zone_names missing from flashdns-controller's /metrics")
+    return int(float(found.group(1)))
+
+
+def dns_leftovers(env: dict[str, str], names_before: int, churn: Churn) -> list[str]:
+    """The zone holds as many names as before the churn, and the last Service's name is NXDOMAIN."""
+    out, names = [], zone_names(env)
+    if names != names_before:
+        out.append(f"DNS zone names {names_before} before the churn, {names} after")
+    last = f"s{churn.last_service}.default.svc.{env['CLUSTER_DOMAIN']}"
+    rcode = churn.lookup(last)
+    if churn.last_service and rcode != "NXDOMAIN":
+        out.append(f"DNS {last} answers {rcode} after its Service was deleted")
+    return out
+
+
 def leftovers(node: Node) -> list[str]:
     e, out = node.endpoints, ours_invariants(node)(set())
     nb = ["ovn-nbctl", f"--db={e['OVN_NB_DB']}", "--bare", "--columns=name"]
@@ -82,13 +106,7 @@ def leftovers(node: Node) -> list[str]:
 def report(churn: Churn, samples: list[Sample], drain: float, problems: list[str], took: float) -> None:
     print(f"soak: {took / 60:.1f} min of churn, one action every {STEP:g} s; samples every {SAMPLE:g} s")
     print("  churn counts: " + ", ".join(f"{k} {v}" for k, v in sorted(churn.counts.items())))
-    for err, n in churn.errors.most_common(5):
-        print(f"  churn error x{n}: {err}")
-    first, last = samples[0], samples[-1]
-    print(
-        "  NB/SB rows first > last: "
-        + ", ".join(f"{k} {first.rows.get(k, 0)}>{v}" for k, v in last.rows.items())
-    )
+    print_errors_and_rows(churn.errors, samples)
     print(
         f"  queue depths (max during churn): {max_depths(samples)}; "
         f"drained {drain:.1f} s after the churn stopped (target 5 s)"
@@ -118,6 +136,7 @@ def main() -> None:
     with private_node("k8sh-soak-", "br-k8ssoak", "k8shost-soak", default_components) as (node, _):
         samples: list[Sample] = []
         churn = Churn(node)
+        names_before = zone_names(node.endpoints)
         t0 = time.monotonic()
         problem = churn_for(node, churn, samples)
         took = time.monotonic() - t0
@@ -125,7 +144,9 @@ def main() -> None:
         drain = drained(node)
         time.sleep(3)  # OVN catches up with the deletes
         samples.append(take(node, time.monotonic() - t0))
-        report(churn, samples, drain, leftovers(node), took)
+        report(
+            churn, samples, drain, leftovers(node) + dns_leftovers(node.endpoints, names_before, churn), took
+        )
         if problem:
             print(f"  DAEMON FAILED: {problem}; evidence in {node.evidence}")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from dnslib import DNSRecord  # type: ignore[import-untyped]
+from dnslib import RCODE, DNSRecord  # type: ignore[import-untyped]
 
 from bench.pod_netns import PodNets
 from nodeenv.cni_component import installed_runtime
@@ -40,6 +40,7 @@ class Churn:
         self.counts: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.step_no = 0
+        self.last_service = 0
         self.live_ns: list[str] = []
         self.actions = [self.pod, self.service, self.dns, self.policy, self.volume, self.review, self.project]
 
@@ -93,6 +94,7 @@ class Churn:
             "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
         }
         self._kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "List", "items": [svc, eps]})
+        self.last_service = n
         old = n - len(self.actions)
         self._kubectl("delete", "service", f"s{old}", "--ignore-not-found", "--wait=false")
         self._kubectl("delete", "endpointslice", f"s{old}-a", "--ignore-not-found", "--wait=false")
@@ -191,13 +193,18 @@ class Churn:
         staging.parent.rmdir()  # the pod dir this action made (the target went with NodeUnpublish)
 
     def dns(self) -> None:
-        """20 queries to the cluster DNS: a Service name and the API's."""
+        """20 queries to the cluster DNS: the API's name, the newest soak Service's, a foreign one."""
+        domain = self.env["CLUSTER_DOMAIN"]
+        names = [f"kubernetes.default.svc.{domain}", f"s{self.last_service}.default.svc.{domain}", "x.y"]
         for i in range(20):
-            q = DNSRecord.question(f"kubernetes.default.svc.{self.env['CLUSTER_DOMAIN']}" if i % 2 else "x.y")
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                s.settimeout(2)
-                s.sendto(q.pack(), (self.env["CLUSTER_DNS_IP"], 53))
-                DNSRecord.parse(s.recv(4096))
+            self.lookup(names[i % 3])
+
+    def lookup(self, name: str) -> str:
+        """The rcode the cluster DNS answers for an A query of `name`."""
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(2)
+            s.sendto(DNSRecord.question(name).pack(), (self.env["CLUSTER_DNS_IP"], 53))
+            return str(RCODE.get(DNSRecord.parse(s.recv(4096)).header.rcode))
 
     def _mint(self) -> str:
         argv = [

@@ -8,6 +8,8 @@ import os
 import re
 import subprocess
 import urllib.request
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,13 +83,20 @@ def row_counts(env: dict[str, str]) -> dict[str, int]:
 
 
 def take(node: Node, t: float) -> Sample:
+    return take_parts({"": node}, node.endpoints, t)
+
+
+def take_parts(parts: Mapping[str, Node], env: dict[str, str], t: float) -> Sample:
+    """One sample of every daemon of `parts` (named `<label>/<daemon>` where the label is not
+    empty: the nodes of a cluster, its central and control), queues of every part, rows from `env`."""
     s = Sample(t)
-    for rec in node.daemons.load():
-        p = proc_of(rec.pid) if is_alive(rec) else None
-        if p is not None:
-            s.procs[rec.name] = p
-    s.queues = queue_depths(node.endpoints)
-    s.rows = row_counts(node.endpoints)
+    for label, part in parts.items():
+        for rec in part.daemons.load():
+            p = proc_of(rec.pid) if is_alive(rec) else None
+            if p is not None:
+                s.procs[f"{label}/{rec.name}" if label else rec.name] = p
+        s.queues.update({f"{label}/{k}" if label else k: v for k, v in queue_depths(part.endpoints).items()})
+    s.rows = row_counts(env)
     return s
 
 
@@ -102,7 +111,8 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float:
 
 
 def ours(name: str) -> bool:
-    return not name.startswith(("ovs", "ovn"))
+    """A daemon of ours, not of OVS/OVN (`name` may carry a `<part>/` label)."""
+    return not name.rsplit("/", 1)[-1].startswith(("ovs", "ovn"))
 
 
 def verdict_table(samples: list[Sample], warmup: float) -> tuple[list[str], bool]:
@@ -112,7 +122,7 @@ def verdict_table(samples: list[Sample], warmup: float) -> tuple[list[str], bool
     lines, ok = [], True
     names = sorted({n for s in samples for n in s.procs})
     lines.append(
-        f"  {'daemon':<22} {'RSS MB':>13} {'MB/h':>7} {'fds':>9} {'fds/h':>7} {'thr':>4} {'CPU s':>7} verdict"
+        f"  {'daemon':<26} {'RSS MB':>13} {'MB/h':>7} {'fds':>9} {'fds/h':>7} {'thr':>4} {'CPU s':>7} verdict"
     )
     for name in names:
         pts = [(s.t, s.procs[name]) for s in after if name in s.procs]
@@ -124,8 +134,19 @@ def verdict_table(samples: list[Sample], warmup: float) -> tuple[list[str], bool
         good = not ours(name) or (rss <= 5 and last.fds <= first.fds)
         ok &= good
         lines.append(
-            f"  {name:<22} {first.rss_mb:6.1f}>{last.rss_mb:6.1f} {rss:7.1f} {first.fds:4d}>{last.fds:4d} "
+            f"  {name:<26} {first.rss_mb:6.1f}>{last.rss_mb:6.1f} {rss:7.1f} {first.fds:4d}>{last.fds:4d} "
             f"{fds:7.1f} {last.threads:4d} {last.cpu_s:7.1f}  "
             + ("-" if not ours(name) else "OK" if good else "OVER TARGET")
         )
     return lines, ok
+
+
+def print_errors_and_rows(errors: Counter[str], samples: list[Sample]) -> None:
+    """The five commonest churn errors and the NB/SB row counts of the first and last sample."""
+    for err, n in errors.most_common(5):
+        print(f"  churn error x{n}: {err}")
+    first, last = samples[0], samples[-1]
+    print(
+        "  NB/SB rows first > last: "
+        + ", ".join(f"{k} {first.rows.get(k, 0)}>{v}" for k, v in last.rows.items())
+    )

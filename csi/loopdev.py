@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from csi.commands import run
+from csi.errors import OperationPending
 
 SYS_BLOCK = Path("/sys/block")
 LOOP_PARAMS = Path("/sys/module/loop/parameters")
@@ -13,38 +15,60 @@ MINORBITS = 20
 
 
 def find(backing_file: Path) -> list[str]:
-    """Every loop device currently backed by `backing_file` (read from sysfs, no subprocess)."""
-    want = str(backing_file.resolve())
-    found = []
+    """Every loop device currently backed by `backing_file` (read from sysfs, no subprocess), but
+    for those detached already and waiting for their last user to close them (see leaving())."""
+    return sorted(dev for dev, gone in _backing(backing_file).items() if not gone)
+
+
+def leaving(backing_file: Path) -> list[str]:
+    """Loop devices of `backing_file` detached while another user still held them open: the kernel
+    only set autoclear and takes them away at that user's close. Seen when a container being
+    created copied the staging mount into its mount namespace just before the unstage."""
+    return sorted(dev for dev, gone in _backing(backing_file).items() if gone)
+
+
+def _backing(backing_file: Path) -> dict[str, bool]:
+    want, out = str(backing_file.resolve()), {}
     for entry in SYS_BLOCK.glob("loop*/loop/backing_file"):
         try:
             backing = entry.read_text().rstrip("\n")
+            gone = (entry.parent / "autoclear").read_text().strip() == "1"
         except OSError:  # detached between glob and read
             continue
         if backing == want:
-            found.append(f"/dev/{entry.parent.parent.name}")
-    return sorted(found)
+            out[f"/dev/{entry.parent.parent.name}"] = gone
+    return out
 
 
-def backed_by_dir(directory: Path) -> dict[str, str]:
-    """loop device -> backing file, for every loop device whose file lives under `directory`."""
+def backed_by_dir(directory: Path, *, leaving: bool = True) -> dict[str, str]:
+    """loop device -> backing file, for every loop device whose file lives under `directory`
+    (`leaving=False`: but for those already detached, see find())."""
     prefix = str(directory.resolve()).rstrip("/") + "/"
     out = {}
     for entry in SYS_BLOCK.glob("loop*/loop/backing_file"):
         try:
             backing = entry.read_text().rstrip("\n").removesuffix(" (deleted)")
+            gone = (entry.parent / "autoclear").read_text().strip() == "1"
         except OSError:
             continue
-        if backing.startswith(prefix):
+        if backing.startswith(prefix) and (leaving or not gone):
             out[f"/dev/{entry.parent.parent.name}"] = backing
     return out
 
 
-def attach(backing_file: Path, *, readonly: bool = False) -> str:
-    """The loop device of `backing_file`, attaching a new one only if there is none."""
+def attach(backing_file: Path, *, readonly: bool = False, settle: float = 5.0) -> str:
+    """The loop device of `backing_file`, attaching a new one only if there is none. A device of it
+    still leaving (detached, held open elsewhere) is waited for up to `settle` seconds: reusing it
+    would lose it at that close, and a second device would put the filesystem on two devices at
+    once. Still there: OperationPending (ABORTED), which the CO retries."""
     existing = find(backing_file)
     if existing:
         return existing[0]
+    deadline = time.monotonic() + settle
+    while held := leaving(backing_file):
+        if time.monotonic() > deadline:
+            raise OperationPending(f"{', '.join(held)} of {backing_file} detached but still open elsewhere")
+        time.sleep(0.05)
     argv = ["losetup", "--find", "--show"]
     if readonly:
         argv.append("--read-only")

@@ -9,6 +9,7 @@ k8shost-node cluster-up      start N nodes (network namespaces) over a Geneve un
                              node.env per node
 k8shost-node cluster-down    stop the cluster by PID, delete its namespaces, remove its run dir
 k8shost-node cluster-status  say whether the cluster is up and print cluster.env
+k8shost-node cluster-join    one more node joins the running cluster (the next node name)
 """
 
 from __future__ import annotations

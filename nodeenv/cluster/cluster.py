@@ -135,6 +135,58 @@ class Cluster:
         log.info("cluster of %d nodes up in %.1f s", len(self.nodes), time.monotonic() - t0)
         return env
 
+    def join(self) -> ClusterNode:
+        """A new node joins the running cluster: the next index after every node there is (or was
+        on disk), its namespace on the underlay, its Node object (first, as kubelet registers before
+        its network is ready: a node-controller never sees its agent's state without its Node), its
+        chassis and agent; the tunnels learned both ways and the cluster files rewritten."""
+        require_up(self)
+        env = self.load()
+        central = self._central_env()
+        known = [n for n in self._nodes_on_disk() if n.node.run_dir.exists()]
+        index = max((n.index for n in known), default=0) + 1
+        n = self.new_node(index)
+        if index > min(self.settings.underlay.num_addresses - 12, 99):
+            raise DaemonError(
+                f"{n.name} cannot join: no address left on the underlay {self.settings.underlay}"
+            )
+        t0 = time.monotonic()
+        try:
+            self.underlay.attach(n.index, n.name)
+            register_node(KubeClient.from_kubeconfig(Path(env["KUBECONFIG"])), n.name, n.address,
+                          {"k8shost.plasmacloud.io/cluster": self.settings.prefix})  # fmt: skip
+            n.node.components = self.node_components(central)
+            n.node.up()
+        except BaseException:
+            log.error("%s failed to join; removing it", n.name)
+            self.remove(n)
+            raise
+        self.nodes = [*known, n]
+        self._learn_tunnel_neighbours()
+        self._write_files(read_env_file(self.control.env_file), central)
+        log.info("%s joined the cluster in %.1f s", n.name, time.monotonic() - t0)
+        return n
+
+    def remove(self, n: ClusterNode) -> list[str]:
+        """Take a node out of this machine: its daemons stopped (dead ones forgotten), its files
+        and namespace removed (its underlay link with it). Its Node object and OVN state stay: what
+        a node-controller releases when the Node is deleted."""
+        from nodeenv.daemons import is_alive  # here, not at the top: keeps merges with other branches easy
+
+        n.node.components = n.node.components or self.node_components(self._central_env())
+        for rec in n.node.daemons.load():
+            if not is_alive(rec):  # killed on purpose: forgotten, not kept as a fault's evidence
+                n.node.daemons.stop(rec.name)
+        stopped = n.node.down()
+        self.underlay.detach(n.index, n.name)
+        self.nodes = [m for m in self.nodes if m.name != n.name]
+        if self.cluster_file.exists():
+            self._write_files(read_env_file(self.control.env_file), self._central_env())
+        return stopped
+
+    def _central_env(self) -> dict[str, str]:
+        return read_env_file(self.central.env_file)
+
     def _learn_tunnel_neighbours(self) -> None:
         """One ping from every node to every other over the underlay: each vswitchd learns the others'
         MACs from the ARP through its br-phy (`tnl/arp/show`), so a pod's first packet to another

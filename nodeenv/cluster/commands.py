@@ -9,9 +9,10 @@ from pathlib import Path
 
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.settings import ClusterSettings
+from nodeenv.daemons import DaemonError
 from nodeenv.node import read_env_file
 
-COMMANDS = ("cluster-up", "cluster-down", "cluster-status")
+COMMANDS = ("cluster-up", "cluster-down", "cluster-status", "cluster-join")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,6 +49,8 @@ def run(command: str, args: argparse.Namespace) -> int:
         for n in cluster.nodes:
             print(f"  {n.name}: netns {n.netns}, address {n.address}, env {n.env_file}")
         return 0
+    if command == "cluster-join":
+        return join(cluster)
     if command == "cluster-down":
         stopped = cluster.down()
         print(f"cluster down; stopped {len(stopped)} daemons")
@@ -61,3 +64,19 @@ def run(command: str, args: argparse.Namespace) -> int:
         return 0
     print("cluster is not up")
     return 1
+
+
+def join(cluster: Cluster) -> int:
+    """One more node (node N+1) joins the cluster that is up; its reason when it cannot."""
+    if not cluster.is_up():
+        print(f"cluster-join: no cluster is up in {cluster.settings.run_dir} (make cluster-up)")
+        return 1
+    t0 = time.monotonic()
+    try:
+        n = cluster.join()
+    except DaemonError as e:
+        print(f"cluster-join: {e}")
+        return 1
+    print(f"{n.name} joined in {time.monotonic() - t0:.1f} s: netns {n.netns}, address {n.address}, "
+          f"env {n.env_file}; the cluster has {', '.join(m.name for m in cluster.nodes)}")  # fmt: skip
+    return 0

@@ -81,6 +81,12 @@ class Underlay:
         tx_offload_off(netns, NODE_UPLINK)
         return netns
 
+    def detach(self, index: int, node: str) -> None:
+        """The node's namespace deleted and its bridge port with it (at once: the kernel frees a
+        deleted namespace's devices later, and a node joining next would want the same port name)."""
+        subprocess.run(["ip", "-n", self.netns, "link", "del", f"ul{index}"], capture_output=True)
+        delete_netns(self.node_netns(node))
+
     def destroy(self) -> list[str]:
         """Delete every namespace of this prefix (nodes, underlay; pods' ones named so too)."""
         gone = list_netns(self.prefix)

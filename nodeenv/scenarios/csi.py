@@ -135,7 +135,7 @@ def run(scn: Scenario) -> None:
         teardown_vol2()
         teardown_vol()
         c.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id))
-        left = loopdev.backed_by_dir(Path(scn.env["CSI_STATE_DIR"]))
+        left = loopdev.backed_by_dir(Path(scn.env["CSI_STATE_DIR"]), leaving=False)
         listed = c.ListVolumes(csi_pb2.ListVolumesRequest()).entries
         if left or listed or os.path.exists(target):
             raise RuntimeError(f"left behind: loops {left}, volumes {len(listed)}, target {target}")

@@ -214,9 +214,20 @@ def create_req(
     )
 
 
-def loops_under(root: Path) -> list[str]:
-    out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if str(root) in line]
+def loops_under(root: Path, settle: float = 10.0) -> list[str]:
+    """Loop devices backed by files under `root`. One the driver detached while another mount
+    namespace still held it (a container being created copies the mount table) is gone once that
+    holder closes it, so those (autoclear set) get `settle` seconds; any other is a leak at once."""
+    deadline = time.monotonic() + settle
+    while True:
+        argv = ["losetup", "--list", "--noheadings", "--raw", "-O", "NAME,AUTOCLEAR,BACK-FILE"]
+        rows = [
+            r.split(" ", 2) for r in subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()
+        ]
+        mine = [r for r in rows if len(r) == 3 and str(root) in r[2]]
+        if not any(r[1] == "1" for r in mine) or time.monotonic() > deadline:
+            return [" ".join(r) for r in mine]
+        time.sleep(0.1)
 
 
 def mounts_under(root: Path) -> list[str]:

@@ -203,6 +203,9 @@ def test_a_foreign_row_with_our_name_is_not_taken_over(cluster: Cluster) -> None
         [*nbctl, "pg-add", name, "--", "set", "Port_Group", name, "external_ids:mine=yes"], check=True
     )
     try:
+        # seen failing under load: the apply ran before the replica had the foreign row, so it
+        # inserted a second one (constraint violation) instead of refusing the name
+        replica_has(cluster.nb, "Port_Group", name, "external_ids", {"mine": "yes"})
         before = cluster.nb.counts()
         desired, _ = translate([INGRESS, taken], cluster.members(), cluster.namespaces, cluster.node_ips())
         with pytest.raises(NameTaken):
