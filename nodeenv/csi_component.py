@@ -9,6 +9,9 @@ kubelet finds the driver the way it does in a cluster: a registrar (nodeenv/csi_
 standing in for node-driver-registrar) serves kubelet's plugin registration API on
 `<install_root>/var/lib/kubelet/plugins_registry/stor.plasmacloud.io-reg.sock`, naming the
 driver's socket; nothing but that directory is needed to reach the Node service.
+
+On a cluster node (`NodeSettings.netns`) both run in the node's namespace, with node id = node name
+and the registration directory under the node's own install root (nodeenv/cluster/control.py).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ class CsiComponent:
             "--default-fs-type", "auto",
         ]  # fmt: skip
         env = {k: v for k, v in node.process_env().items() if not k.startswith("CSI_")}
-        _, proc = start_foreground("lightningstor-csi", argv, cdir / "csi.log", env, node.daemons)
+        netns = node.settings.netns  # a cluster node's: its /metrics on that namespace's loopback
+        _, proc = start_foreground("lightningstor-csi", argv, cdir / "csi.log", env, node.daemons, netns)
         wait_for(lambda: _probe_ready(endpoint), "lightningstor-csi Probe ready", proc=proc)
         (cdir / "kubelet").mkdir(exist_ok=True)
         registry = self._register(node, endpoint)
@@ -81,7 +85,8 @@ class CsiComponent:
                 "--kubelet-registration-path", endpoint.removeprefix("unix://"),
                 "--registration-dir", str(registry)]  # fmt: skip
         log = node.path("csi", "registrar.log")
-        _, proc = start_foreground("csi-registrar", argv, log, node.process_env(), node.daemons)
+        netns = node.settings.netns
+        _, proc = start_foreground("csi-registrar", argv, log, node.process_env(), node.daemons, netns)
         sock = registration_socket(registry, DRIVER_NAME)
         wait_for(lambda: unix_listening(sock), "csi-registrar's registration socket", proc=proc)
         return registry

@@ -12,6 +12,13 @@ that port, and pods would see a per-node address instead of the cluster's.)
 
 The CNI component is told the same address and domain (`--dns-servers`, `--cluster-domain`) so the
 CNI result's `dns` block points pods at it with the cluster search path and ndots:5.
+
+On a cluster node (`NodeSettings.netns`) the same holds inside the node's namespace: the address on
+that namespace's loopback, the server started there against the API double's listener on the
+underlay (the node's KUBECONFIG), so every node answers its own pods: the node-local DNS listener
+(the embedded backend keeps the whole zone in every replica; there is nothing to elect). Its
+readiness is the port file (written once the caches synced and the zone was built); /metrics is on
+the node's own loopback.
 node.env gains CLUSTER_DNS (address:port), CLUSTER_DNS_IP, CLUSTER_DOMAIN and FLASHDNS_METRICS.
 """
 
@@ -32,8 +39,11 @@ LABEL = "lo:k8sdns"
 class FlashDnsComponent:
     name = "flashdns-controller"
 
-    def __init__(self, address: str = CLUSTER_DNS_IP, domain: str = CLUSTER_DOMAIN) -> None:
-        self.address, self.domain = address, domain
+    def __init__(
+        self, address: str = CLUSTER_DNS_IP, domain: str = CLUSTER_DOMAIN, upstreams: str = ""
+    ) -> None:
+        """`upstreams`: for names outside the domain ('' = this machine's resolv.conf, 'none')."""
+        self.address, self.domain, self.upstreams = address, domain, upstreams
 
     def start(self, node: Node) -> dict[str, str]:
         e = node.endpoints
@@ -48,16 +58,19 @@ class FlashDnsComponent:
         argv = [sys.executable, "-m", "controllers.flashdns.main", "--kubeconfig", e["KUBECONFIG"],
                 "--leader-elect=false", "--metrics-address", f"127.0.0.1:{port}",
                 "--dns-address", f"{self.address}:53", "--dns-port-file", str(port_file),
-                "--cluster-dns-ip", self.address, "--cluster-domain", self.domain]  # fmt: skip
+                "--cluster-dns-ip", self.address, "--cluster-domain", self.domain,
+                "--upstreams", self.upstreams]  # fmt: skip
         log = node.path("flashdns", "controller.log")
-        _, proc = start_foreground("flashdns-controller", argv, log, node.process_env(), node.daemons)
+        netns = node.settings.netns
+        _, proc = start_foreground("flashdns-controller", argv, log, node.process_env(), node.daemons, netns)
         wait_for(port_file.exists, "flashdns-controller to answer DNS", timeout=30, proc=proc)
-        wait_for(
-            lambda: http_ready(f"http://127.0.0.1:{port}/readyz"),
-            "flashdns-controller /readyz",
-            timeout=30,
-            proc=proc,
-        )
+        if not netns:  # a node's loopback is not this namespace's: the port file is its readiness
+            wait_for(
+                lambda: http_ready(f"http://127.0.0.1:{port}/readyz"),
+                "flashdns-controller /readyz",
+                timeout=30,
+                proc=proc,
+            )
         return {
             "CLUSTER_DNS": f"{self.address}:53",
             "CLUSTER_DNS_IP": self.address,
@@ -66,11 +79,14 @@ class FlashDnsComponent:
         }
 
     def _ensure_address(self, node: Node) -> None:
-        """The DNS address on the loopback device (labelled); recorded only when we added it."""
-        shown = run_checked(["ip", "-4", "-o", "addr", "show", "dev", "lo"])
+        """The DNS address on the loopback device (labelled); recorded only when we added it (a
+        node namespace's goes with the namespace)."""
+        ip = ["ip", "-n", node.settings.netns] if node.settings.netns else ["ip"]
+        shown = run_checked([*ip, "-4", "-o", "addr", "show", "dev", "lo"])
         if f" {self.address}/32 " not in shown:
-            run_checked(["ip", "addr", "add", f"{self.address}/32", "dev", "lo", "label", LABEL])
-            node.path("flashdns", "address.json").write_text(json.dumps({"address": self.address}))
+            run_checked([*ip, "addr", "add", f"{self.address}/32", "dev", "lo", "label", LABEL])
+            if not node.settings.netns:
+                node.path("flashdns", "address.json").write_text(json.dumps({"address": self.address}))
 
     def cleanup(self, node: Node) -> None:
         """Remove the address if we added it; the daemon is stopped by PID."""

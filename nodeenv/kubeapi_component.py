@@ -4,6 +4,10 @@ port, its dev PKI and kubeconfigs in the run dir.
 node.env gains KUBECONFIG (the admin kubeconfig, for kubectl and the controllers), KUBE_API_URL
 and KUBE_API_CA. A kubeconfig for another user: `KubeApiComponent(users=("system:serviceaccount:
 kube-system:fiberlb-controller",))` writes `<run>/kubeapi/users/<name>.kubeconfig`.
+
+`also_listen="NETNS=HOST:PORT"` serves the same API inside another network namespace too (a
+cluster's underlay, where its nodes reach it; nodeenv/cluster/control.py): node.env then gains
+NODES_KUBECONFIG (an admin kubeconfig naming that URL) and NODES_KUBE_API_URL.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from nodeenv.node import Node
 class KubeApiComponent:
     name = "kubeapi"
 
-    def __init__(self, service_cidr: str = "10.96.0.0/16", users: tuple[str, ...] = ()) -> None:
-        self.service_cidr, self.users = service_cidr, users
+    def __init__(
+        self, service_cidr: str = "10.96.0.0/16", users: tuple[str, ...] = (), also_listen: str = ""
+    ) -> None:
+        self.service_cidr, self.users, self.also_listen = service_cidr, users, also_listen
 
     def start(self, node: Node) -> dict[str, str]:
         kdir = node.path("kubeapi", "x").parent
@@ -28,7 +34,7 @@ class KubeApiComponent:
         argv = [
             sys.executable, "-m", "nodeenv.kubeapi", "--dir", str(kdir), "--host", "127.0.0.1", "--port", "0",
             "--port-file", str(port_file), "--service-cidr", self.service_cidr,
-            "--user", ",".join(self.users),
+            "--user", ",".join(self.users), "--also-listen", self.also_listen,
         ]  # fmt: skip
         # the daemon gets its whole configuration from argv, never from stray KUBEAPI_* variables
         env = {k: v for k, v in node.process_env().items() if not k.startswith("KUBEAPI_")}
@@ -37,7 +43,10 @@ class KubeApiComponent:
         info = json.loads(port_file.read_text())
         ca = kdir / "pki" / "ca.crt"
         wait_for(lambda: http_ready(f"{info['url']}/readyz", ca), "kubeapi /readyz", proc=proc)
-        return {"KUBECONFIG": info["kubeconfig"], "KUBE_API_URL": info["url"], "KUBE_API_CA": str(ca)}
+        out = {"KUBECONFIG": info["kubeconfig"], "KUBE_API_URL": info["url"], "KUBE_API_CA": str(ca)}
+        for also in info.get("also", [])[:1]:
+            out |= {"NODES_KUBECONFIG": also["kubeconfig"], "NODES_KUBE_API_URL": also["url"]}
+        return out
 
     def cleanup(self, node: Node) -> None:
         """Everything lives in the run dir, which Node.down removes; the daemon is stopped by PID."""

@@ -1,13 +1,16 @@
 """A cluster of nodes on one machine: the control plane, OVN central, N nodes; up, down, files.
 
 `Cluster.up()` builds the underlay (nodeenv/cluster/underlay.py), starts the API double in this
-namespace on loopback (`control`), OVN central (NB, SB, northd; standalone or RAFT) in the
+namespace on loopback, also serving the nodes on the underlay (`control`, nodeenv/cluster/control.py),
+OVN central (NB, SB, northd; standalone or RAFT) in the
 underlay namespace listening on unix sockets (for this namespace) and on the underlay (for the
-nodes), then each node: its namespace on the underlay, its chassis (nodeenv/cluster/chassis.py),
-its PrismNET agent with plugin and conflist under its own install root, and its Node object in
-the API. Each of those is a `Node` (nodeenv/node.py) with its own run dir and daemon table, so a
-node is the same value the single-node environment is made of. It writes `<run>/nodes/<n>/node.env`
-per node and the cluster files `<run>/cluster.json` and `<run>/cluster.env`.
+nodes), the cluster-wide controllers (`controllers`: FiberLB, NetworkPolicy), then each node: its
+namespace on the underlay, its chassis (nodeenv/cluster/chassis.py), its PrismNET agent with plugin
+and conflist under its own install root, its routes to the VIPs and its node-local FlashDNS
+listener, and its Node object in the API. Each of those is a `Node` (nodeenv/node.py) with its own
+run dir and daemon table, so a node is the same value the single-node environment is made of. It
+writes `<run>/nodes/<n>/node.env` per node and the cluster files `<run>/cluster.json` and
+`<run>/cluster.env`.
 `Cluster.down()` stops every node, central and control by PID, deletes the namespaces by name
 prefix and removes the run dir.
 """
@@ -24,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeenv.cluster.chassis import NodeChassis
+from nodeenv.cluster.control import control_components, controller_components, node_services
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.cluster.underlay import Underlay, list_netns
 from nodeenv.cni_component import CniComponent
 from nodeenv.daemons import DaemonError
-from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.kubelet.apiclient import KubeClient, register_node
 from nodeenv.node import Component, Node, NodeSettings, read_env_file, write_env_file
 from nodeenv.ovn_central import OvnCentral
@@ -62,7 +65,9 @@ class Cluster:
         settings.validate()
         self.settings = s = settings
         self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
-        self.control = Node(NodeSettings(run_dir=s.run_dir / "control"), [KubeApiComponent()])
+        self.control = Node(NodeSettings(run_dir=s.run_dir / "control"),
+                            control_components(self.underlay.netns, s.central_address))  # fmt: skip
+        self.controllers = Node(NodeSettings(run_dir=s.run_dir / "controllers"), [])
         self.central_component = OvnCentral(s.ovn_central, tcp_ip=s.central_address)
         central = NodeSettings(
             run_dir=s.run_dir / "central", netns=self.underlay.netns, ovn_central=s.ovn_central
@@ -81,7 +86,8 @@ class Cluster:
     def node_components(self, central: dict[str, str]) -> list[Component]:
         """What runs on every node, in order (the cluster's central endpoints known)."""
         cni = CniComponent(cluster_cidr=self.settings.cluster_cidr)
-        return [NodeChassis(central, self.settings.underlay.prefixlen), cni]
+        chassis = NodeChassis(central, self.settings.underlay.prefixlen)
+        return [chassis, cni, *node_services(self.control.endpoints)]
 
     @property
     def cluster_file(self) -> Path:
@@ -92,7 +98,7 @@ class Cluster:
         return self.settings.run_dir / "cluster.env"
 
     def is_up(self) -> bool:
-        parts = [self.control, self.central, *(n.node for n in self.nodes)]
+        parts = [self.control, self.central, self.controllers, *(n.node for n in self.nodes)]
         return self.cluster_file.exists() and all(p.is_up() for p in parts)
 
     def up(self) -> dict[str, str]:
@@ -112,6 +118,8 @@ class Cluster:
             self.underlay.create()
             control = self.control.up()
             central = self.central.up()
+            self.controllers.components = controller_components(control, central)
+            self.controllers.up()
             for n in self.nodes:
                 self.underlay.attach(n.index, n.name)
                 n.node.components = self.node_components(central)
@@ -198,6 +206,7 @@ class Cluster:
                          "central_address": self.settings.central_address},
             "central": central,
             "kubeconfig": control["KUBECONFIG"],
+            "nodes_kubeconfig": control["NODES_KUBECONFIG"],
             "nodes": nodes,
         }  # fmt: skip
         self.cluster_file.write_text(json.dumps(doc, indent=1))
@@ -210,13 +219,16 @@ class Cluster:
             **{k: v for k, v in central.items() if k.startswith("OVN_")},
             "KUBECONFIG": control["KUBECONFIG"],
             "KUBE_API_URL": control["KUBE_API_URL"],
+            # the same API from inside the nodes' namespaces (the underlay listener)
+            "NODES_KUBECONFIG": control["NODES_KUBECONFIG"],
+            "NODES_KUBE_API_URL": control["NODES_KUBE_API_URL"],
         }
         write_env_file(self.env_file, env)
         return env
 
     def load(self) -> dict[str, str]:
         """The endpoints of a running cluster (its env files read back)."""
-        for part in (self.control, self.central, *(n.node for n in self.nodes)):
+        for part in (self.control, self.central, self.controllers, *(n.node for n in self.nodes)):
             part.endpoints = read_env_file(part.env_file)
         return read_env_file(self.env_file)
 
@@ -236,6 +248,7 @@ class Cluster:
             if n.node.run_dir.exists():
                 self._restore_components(n)
             yield n.name, n.node
+        yield "controllers", self.controllers
         yield "central", self.central
         yield "control", self.control
 
@@ -259,6 +272,7 @@ class Cluster:
         for label, part in [
             ("control", self.control),
             ("central", self.central),
+            ("controllers", self.controllers),
             *((n.name, n.node) for n in self.nodes),
         ]:
             out += [f"{label}: {f}" for f in part.check()]

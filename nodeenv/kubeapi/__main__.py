@@ -21,12 +21,15 @@ async def serve(s: KubeApiSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = KubeApiServer(s.dir, s.config, host=s.host, port=s.port)
+    server = KubeApiServer(s.dir, s.config, host=s.host, port=s.port, also=s.also)
     await server.start()
     users = {u: str(server.kubeconfig_for(u)) for u in s.users}
+    also = [{"netns": a.netns, "url": a.url, "kubeconfig": str(path)}
+            for a, path in zip(s.also, server.also_kubeconfigs().values(), strict=True)]  # fmt: skip
     if s.port_file:
         tmp = s.port_file.with_suffix(".tmp")
-        info = {"https": server.port, "url": server.url, "kubeconfig": str(server.kubeconfig), "users": users}
+        info = {"https": server.port, "url": server.url, "kubeconfig": str(server.kubeconfig), "users": users,
+                "also": also}  # fmt: skip
         tmp.write_text(json.dumps(info))
         tmp.replace(s.port_file)
     log.info("serving", extra={"url": server.url, "kubeconfig": str(server.kubeconfig)})

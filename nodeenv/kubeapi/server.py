@@ -20,7 +20,9 @@ from aiohttp import web
 from nodeenv.kubeapi.app import make_app
 from nodeenv.kubeapi.auth import ADMIN
 from nodeenv.kubeapi.devpki import ServingPki, gen_serving_pki, write_kubeconfig
+from nodeenv.kubeapi.settings import Listener
 from nodeenv.kubeapi.state import ApiConfig, ApiState
+from nodeenv.netns_socket import listening_socket
 
 T = TypeVar("T")
 
@@ -39,8 +41,11 @@ class KubeApiServer:
         port: int = 0,
         admin_token: str | None = None,
         server_names: tuple[str, ...] = ("localhost", "127.0.0.1"),
+        also: tuple[Listener, ...] = (),
     ) -> None:
-        self.workdir, self.host, self.port = workdir, host, port
+        """`also`: listeners in other network namespaces; each gets an admin kubeconfig
+        `<workdir>/<netns>.kubeconfig` naming its URL (the serving certificate names its host)."""
+        self.workdir, self.host, self.port, self.also = workdir, host, port, also
         self.state = ApiState(config or ApiConfig())
         self.server_names = server_names
         self._admin_token = admin_token
@@ -54,7 +59,7 @@ class KubeApiServer:
         return f"https://{host}:{self.port}"
 
     async def start(self) -> None:
-        self.pki = gen_serving_pki(self.workdir / "pki", self.server_names)
+        self.pki = gen_serving_pki(self.workdir / "pki", (*self.server_names, *(a.host for a in self.also)))
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(self.pki.cert, self.pki.key)
@@ -65,9 +70,20 @@ class KubeApiServer:
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ctx)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
+        for listener in self.also:
+            sock = listening_socket(listener.netns, listener.host, listener.port)
+            await web.SockSite(self._runner, sock, ssl_context=ctx).start()
         if self._admin_token:
             self.state.tokens.add(self._admin_token, ADMIN)
         self.kubeconfig = self.kubeconfig_for(ADMIN, self.kubeconfig)
+
+    def also_kubeconfigs(self) -> dict[str, Path]:
+        """netns -> the admin kubeconfig for the listener in it."""
+        assert self.pki is not None, "start() first"
+        token = self.state.tokens.token_for(ADMIN)
+        ca = self.pki.ca
+        return {a.netns: write_kubeconfig(self.workdir / f"{a.netns}.kubeconfig", a.url, ca, ADMIN, token)
+                for a in self.also}  # fmt: skip
 
     def kubeconfig_for(self, username: str, path: Path | None = None) -> Path:
         """A kubeconfig whose bearer token authenticates as `username` (thread-safe)."""

@@ -9,6 +9,29 @@ from pathlib import Path
 
 from nodeenv.kubeapi.state import ApiConfig
 
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A further listener inside another network namespace (a cluster's underlay, for its nodes)."""
+
+    netns: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Listener:
+        """`NETNS=HOST:PORT`."""
+        netns, _, address = text.partition("=")
+        host, _, port = address.rpartition(":")
+        if not netns or not host or not port.isdigit():
+            raise ValueError(f"listener {text!r}: NETNS=HOST:PORT")
+        return cls(netns, host, int(port))
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+
 DESCRIPTION = (
     "Kubernetes API test double (DEVELOPMENT ONLY): serves the kube-apiserver REST API for the kinds "
     "the k8shost suite uses over HTTPS with a dev CA and bearer tokens; writes an admin kubeconfig "
@@ -25,6 +48,8 @@ class KubeApiSettings:
     port_file: Path | None = None
     """Written after binding: {"https": port, "url": ..., "kubeconfig": ...} (for port 0)."""
     users: tuple[str, ...] = ()
+    also: tuple[Listener, ...] = ()
+    """Further listeners inside other network namespaces (`--also-listen NETNS=HOST:PORT,...`)."""
     config: ApiConfig = field(default_factory=ApiConfig)
     log_level: str = "info"
 
@@ -35,6 +60,13 @@ _FLAGS = (
     ("--port", "KUBEAPI_PORT", "6443", "HTTPS port (0: pick a free one)"),
     ("--port-file", "KUBEAPI_PORT_FILE", None, "write the bound port, URL and kubeconfig path here as JSON"),
     ("--user", "KUBEAPI_USERS", "", "also write kubeconfigs for these usernames, comma-separated"),
+    (
+        "--also-listen",
+        "KUBEAPI_ALSO_LISTEN",
+        "",
+        "also serve inside these network namespaces, NETNS=HOST:PORT comma-separated (admin kubeconfig "
+        "<dir>/<netns>.kubeconfig each)",
+    ),
     ("--service-cidr", "KUBEAPI_SERVICE_CIDR", "10.96.0.0/16", "ClusterIP range (kube-apiserver's flag)"),
     ("--bookmark-interval", "KUBEAPI_BOOKMARK_INTERVAL", "60", "seconds between watch BOOKMARK events"),
     ("--watch-timeout", "KUBEAPI_WATCH_TIMEOUT", "1800", "seconds a watch without timeoutSeconds lasts"),
@@ -83,6 +115,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             port=int(a.port),
             port_file=Path(a.port_file) if a.port_file else None,
             users=tuple(u.strip() for u in a.user.split(",") if u.strip()),
+            also=tuple(Listener.parse(x.strip()) for x in a.also_listen.split(",") if x.strip()),
             config=config,
             log_level=a.log_level,
         )

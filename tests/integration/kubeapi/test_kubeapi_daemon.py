@@ -4,6 +4,7 @@ node-env component that `make node-up` runs (KUBECONFIG in node.env, used by kub
 from __future__ import annotations
 
 import json
+import os
 import signal
 import ssl
 import subprocess
@@ -14,9 +15,11 @@ from pathlib import Path
 
 from nodeenv.daemons import is_alive
 from nodeenv.kubeapi_component import KubeApiComponent
+from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.node import Node, NodeSettings, read_env_file
 from nodeenv.scenario import Scenario
 from nodeenv.scenarios import kubeapi as kubeapi_scenario
+from tests.integration.controllers.netpol.traffic import in_netns
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl_bin
 
 
@@ -79,3 +82,49 @@ def test_node_component_writes_kubeconfig_to_node_env(short_tmp: Path) -> None:
     finally:
         node.down()
     assert not is_alive(records[0]) and not settings.run_dir.exists()
+
+
+def _daemon(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen[str], Path]:
+    port_file = tmp_path / "ports.json"
+    argv = [sys.executable, "-m", "nodeenv.kubeapi", "--dir", str(tmp_path / "api"), "--port", "0",
+            "--port-file", str(port_file), *flags]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not port_file.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc, port_file
+
+
+def _namespaces(client: KubeClient) -> list[str]:
+    return [o["metadata"]["name"] for o in client.list("/api/v1", "namespaces")]
+
+
+def test_daemon_also_serves_inside_another_network_namespace(tmp_path: Path) -> None:
+    """`--also-listen NETNS=HOST:PORT` (a cluster's underlay, for its nodes): the socket lives in that
+    namespace, its kubeconfig names that URL and the certificate that host; loopback still serves."""
+    netns, host = f"k8sx-api-{os.getpid()}", "10.251.7.1"
+    subprocess.run(["ip", "netns", "add", netns], check=True)
+    try:
+        subprocess.run(["ip", "-n", netns, "addr", "add", f"{host}/32", "dev", "lo"], check=True)
+        subprocess.run(["ip", "-n", netns, "link", "set", "lo", "up"], check=True)
+        proc, port_file = _daemon(tmp_path, "--also-listen", f"{netns}={host}:6443")
+        try:
+            info = json.loads(port_file.read_text())
+            (also,) = info["also"]
+            assert also["netns"] == netns and also["url"] == f"https://{host}:6443"
+            there = KubeClient.from_kubeconfig(Path(also["kubeconfig"]))
+            assert "kube-system" in in_netns(netns, lambda: _namespaces(there))
+            assert "kube-system" in _namespaces(KubeClient.from_kubeconfig(Path(info["kubeconfig"])))
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=20)
+        assert proc.returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", netns], check=False)
+
+
+def test_daemon_refuses_a_namespace_that_does_not_exist(tmp_path: Path) -> None:
+    proc, _ = _daemon(tmp_path, "--also-listen", "k8sx-nonexistent=10.251.7.1:6443")
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1
+    assert "network namespace k8sx-nonexistent does not exist" in err, err

@@ -1,0 +1,120 @@
+"""The cluster's control plane besides OVN central, and what each node runs against it.
+
+- The API double runs in this namespace on loopback, as before, and serves the same API inside the
+  underlay namespace on the central address (`API_PORT`), where the nodes reach it over their
+  br-phy; it writes an admin kubeconfig naming that URL (NODES_KUBECONFIG). Nothing in this
+  namespace sends to the underlay: the listening socket lives in the underlay namespace
+  (nodeenv/netns_socket.py), this namespace only serves it.
+- The cluster-wide controllers, once for the cluster (the `controllers` part, in this namespace like
+  the API double): fiberlb-controller (`ovn` backend, LoadBalancer and ClusterIP Services) and
+  netpol-controller, both leader-elected, against the API double on loopback and the central NB
+  over its unix sockets (the whole remote list of a RAFT central).
+- On every node, after its chassis and CNI: IPv4 forwarding (pod egress is forwarded and
+  masqueraded by its node), the routes from the node to the Service CIDR and the external IP pool
+  through its management port (a node reaches a VIP as a pod does), and the
+  node-local FlashDNS listener on the cluster DNS address in the node's namespace, watching the API
+  through the underlay listener, and the node's LightningStor CSI plugin (node id = node name,
+  registered through `plugins_registry` under the node's install root; local backend).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from nodeenv.cni_component import CniComponent
+from nodeenv.csi_component import CsiComponent
+from nodeenv.daemons import run_checked
+from nodeenv.fiberlb_component import DEFAULT_POOL, DEFAULT_SERVICE_CIDR
+from nodeenv.fiberlb_routes import pool_prefixes
+from nodeenv.flashdns_component import FlashDnsComponent
+from nodeenv.kubeapi_component import KubeApiComponent
+from nodeenv.netpol_component import NetpolComponent, start_controller
+from nodeenv.node import Component, Node
+
+API_PORT = 6443
+
+
+class Given:
+    """Component: endpoints known before the part starts (from the parts started before it)."""
+
+    name = "given"
+
+    def __init__(self, endpoints: Mapping[str, str]) -> None:
+        self.endpoints = dict(endpoints)
+
+    def start(self, node: Node) -> dict[str, str]:
+        return dict(self.endpoints)
+
+    def cleanup(self, node: Node) -> None:
+        """Nothing was created."""
+
+
+class FiberlbController:
+    """fiberlb-controller for the whole cluster: `ovn` backend on the central NB, the external IP
+    pool, `--default-class` as on k3s; leader-elected like its Deployment."""
+
+    name = "fiberlb-controller"
+
+    def __init__(self, pool: str = DEFAULT_POOL) -> None:
+        self.pool = pool
+
+    def start(self, node: Node) -> dict[str, str]:
+        flags = ["--backend", "ovn", "--ovn-nb-db", node.endpoints["OVN_NB_DB"],
+                 "--external-ip-pool", self.pool, "--default-class"]  # fmt: skip
+        base = start_controller(node, self.name, "controllers.fiberlb.main", flags)
+        return {"EXTERNAL_IP_POOL": self.pool, "FIBERLB_METRICS": f"{base}/metrics"}
+
+    def cleanup(self, node: Node) -> None:
+        """The daemon is stopped by PID; its NB rows go with OVN central."""
+
+
+class NodeRouting:
+    """Component on a node: what a Kubernetes node's host network has besides the CNI.
+
+    - IPv4 forwarding on (`net.ipv4.ip_forward`, as kubelet requires of a node; a new namespace
+      starts with it off): the CNI turns it on for the management port only, which forwards a pod's
+      egress out of the node, but the replies come back in on br-phy and are forwarded from there.
+    - The Service CIDR and the external IP pool routed through the node's management port (via the
+      cluster router), so the node reaches ClusterIPs and LoadBalancer IPs through OVN's load
+      balancers on its management switch.
+    Both go with the node's namespace."""
+
+    name = "node-routing"
+
+    def __init__(self, pool: str = DEFAULT_POOL, service_cidr: str = DEFAULT_SERVICE_CIDR) -> None:
+        self.prefixes = [*pool_prefixes(pool), service_cidr]
+
+    def start(self, node: Node) -> dict[str, str]:
+        run_checked(["ip", "netns", "exec", node.settings.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        ip = ["ip", "-n", node.settings.netns]
+        mgmt = CniComponent().settings(node).management_if
+        routes = json.loads(run_checked([*ip, "-4", "-j", "route", "show", "dev", mgmt]))
+        gateway = next((r["gateway"] for r in routes if "gateway" in r), None)
+        if gateway is None:
+            raise RuntimeError(f"{mgmt} on {node.settings.system_id} has no route through the cluster router")
+        for prefix in self.prefixes:
+            run_checked([*ip, "route", "replace", prefix, "via", gateway, "dev", mgmt])
+        return {"VIP_ROUTES": ",".join(self.prefixes)}
+
+    def cleanup(self, node: Node) -> None:
+        """Nothing: the routes go with the node's network namespace."""
+
+
+def control_components(underlay_netns: str, address: str) -> list[Component]:
+    """The control part: the API double, also listening on the underlay for the nodes."""
+    return [KubeApiComponent(also_listen=f"{underlay_netns}={address}:{API_PORT}")]
+
+
+def controller_components(control: Mapping[str, str], central: Mapping[str, str]) -> list[Component]:
+    """The cluster-wide controllers (this namespace: the API on loopback, NB over unix sockets)."""
+    given = {"KUBECONFIG": control["KUBECONFIG"], "OVN_NB_DB": central["OVN_NB_DB"]}
+    return [Given(given), FiberlbController(), NetpolComponent()]
+
+
+def node_services(control: Mapping[str, str]) -> list[Component]:
+    """What a node runs after its chassis and CNI, given the control part's endpoints (empty when a
+    node is only being cleaned up: nothing of these needs them then)."""
+    given = {"KUBECONFIG": control["NODES_KUBECONFIG"], "KUBE_API_URL": control["NODES_KUBE_API_URL"]} \
+        if "NODES_KUBECONFIG" in control else {}  # fmt: skip
+    return [Given(given), NodeRouting(), FlashDnsComponent(upstreams="none"), CsiComponent()]
