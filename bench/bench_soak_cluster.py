@@ -4,8 +4,10 @@ unless SOAK_OVN_CENTRAL=standalone), with traffic between pods on different node
 sampling every daemon of every node, of OVN central and of the control plane.
 
 Churn (bench/soak_cluster.py), one step every SOAK_STEP seconds (default 1): a pod ADDed on the next
-node through its installed plugin (the node's oldest DELeted beyond 3), and every other step a ping
-and a 256 KiB TCP transfer (sha256 checked) between two pods on different nodes. Every SOAK_SAMPLE
+node through its installed plugin (the node's oldest DELeted beyond 3), every other step a ping
+and a 256 KiB TCP transfer (sha256 checked) between two pods on different nodes, and in turn a
+LoadBalancer Service over a pod of every node, a NetworkPolicy, or DNS queries from a pod through
+its node's listener. Every SOAK_SAMPLE
 seconds (default 60; a fifth of the run when shorter): RSS, fds, threads, CPU of every daemon, NB/SB
 row counts, the daemons' health and the invariants against the live pods (so drift shows while it
 happens). After the churn stops and every pod is deleted: the invariants against nothing, and per
@@ -23,11 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.soak_cluster import ClusterChurn, cluster_invariants, raft_terms
+from bench.soak_cluster import ClusterChurn, cluster_invariants, controller_leftovers, raft_terms
 from bench.soak_sampler import Sample, print_errors_and_rows, take_parts, verdict_table
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.settings import ClusterSettings
-from nodeenv.node import Node
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "30"))
 STEP = float(os.environ.get("SOAK_STEP", "1"))
@@ -37,13 +38,9 @@ CENTRAL = os.environ.get("SOAK_OVN_CENTRAL", "raft")
 
 
 def sample(cluster: Cluster, env: dict[str, str], t: float) -> Sample:
-    s = take_parts(parts(cluster), env, t)
+    s = take_parts(cluster.parts(), env, t)
     s.rows.update(raft_terms(cluster))
     return s
-
-
-def parts(cluster: Cluster) -> dict[str, Node]:
-    return {"control": cluster.control, "central": cluster.central, **{n.name: n.node for n in cluster.nodes}}
 
 
 def churn_for(cluster: Cluster, env: dict[str, str], churn: ClusterChurn, samples: list[Sample]) -> list[str]:
@@ -90,8 +87,8 @@ def report(
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="k8sh-soakc-", dir="/tmp"))
-    settings = ClusterSettings(run_dir=tmp / "cluster", nodes=NODES, prefix="k8ssk",
+    tmp = Path(tempfile.mkdtemp(prefix="ksc", dir="/tmp"))  # short: unix socket paths below it
+    settings = ClusterSettings(run_dir=tmp / "c", nodes=NODES, prefix="k8ssk",
                                cluster_cidr="10.95.0.0/16", underlay_cidr="10.251.0.0/24",
                                ovn_central=CENTRAL)  # fmt: skip
     cluster = Cluster(settings)
@@ -105,7 +102,13 @@ def main() -> None:
         churn.finish()
         time.sleep(3)  # OVN catches up with the deletes
         samples.append(sample(cluster, env, time.monotonic() - t0))
-        after = [*cluster.faults(), *cluster_invariants(cluster, [])]
+        last = max((n for n, _ in churn.services), default=0)
+        time.sleep(2)  # the controllers catch up with the deletes
+        after = [
+            *cluster.faults(),
+            *cluster_invariants(cluster, []),
+            *controller_leftovers(cluster, env, last),
+        ]
         report(churn, samples, during, after, took)
     finally:
         cluster.down()

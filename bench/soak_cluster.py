@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import random
 import subprocess
@@ -17,6 +18,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nodeenv.cluster import invariants
 from nodeenv.cluster.cluster import Cluster, ClusterNode
@@ -25,6 +27,7 @@ from nodeenv.cluster.underlay import list_netns
 from nodeenv.cni_component import installed_runtime
 from nodeenv.ovn_central import DATABASES, central_dir, cluster_status
 
+log = logging.getLogger(__name__)
 PEER = str(Path(__file__).resolve().parent.parent / "tests" / "integration" / "cluster" / "peer.py")
 PODS_PER_NODE = 3
 TRANSFER = 256 * 1024
@@ -66,15 +69,19 @@ class ClusterChurn:
     counts: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     step_no: int = 0
+    services: list[tuple[int, float]] = field(default_factory=list)
+    """(step, when) of the live soak Services, oldest first"""
     late: list[tuple[str, float, float]] = field(default_factory=list)
     """(from->to node, the target's age at the first lost ping, its age when one answered)"""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def step(self) -> None:
-        """One action: a pod ADD (with a DEL of the node's oldest beyond PODS_PER_NODE) on the next
-        node, then, every other step, traffic between two pods on different nodes."""
+        """A pod ADD (with a DEL of the node's oldest beyond PODS_PER_NODE) on the next node; every
+        other step traffic between two pods on different nodes; in turn every step a LoadBalancer
+        Service over pods on several nodes, a NetworkPolicy, or DNS queries from a pod."""
         self.step_no += 1
-        actions = [self.pod, self.traffic] if self.step_no % 2 == 0 else [self.pod]
+        turn = [self.service, self.policy, self.dns][self.step_no % 3]
+        actions = [self.pod, turn, *([self.traffic] if self.step_no % 2 == 0 else [])]
         for action in actions:
             try:
                 action()
@@ -155,7 +162,89 @@ class ClusterChurn:
                 why = unreachable_evidence(self.cluster, self.env, a, b)
                 raise RuntimeError(f"ping {a.node.name}->{b.node.name} ({b.ip}) failed for 10 s: {why}")
 
+    def _kubectl(self, *args: str, stdin: dict[str, Any] | None = None) -> str:
+        argv = ["kubectl", f"--kubeconfig={self.env['KUBECONFIG']}", "--request-timeout=10s", *args]
+        proc = subprocess.run(argv, input=json.dumps(stdin) if stdin else None, capture_output=True,
+                              text=True, timeout=30)  # fmt: skip
+        if proc.returncode:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {proc.stderr.strip()[-200:]}")
+        return proc.stdout
+
+    def service(self) -> None:
+        """A LoadBalancer Service whose EndpointSlice holds one live pod of each node; the one made
+        six steps before deleted (the controllers write and remove its OVN load balancer)."""
+        n, by_node = self.step_no, {p.node.name: p.ip for p in self.pods}
+        svc = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": f"s{n}", "namespace": "default"},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        }
+        eps = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+               "metadata": {"name": f"s{n}-a", "namespace": "default",
+                            "labels": {"kubernetes.io/service-name": f"s{n}"}},
+               "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in by_node.values()],
+               "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}  # fmt: skip
+        self._kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "List", "items": [svc, eps]})
+        self.services.append((n, time.monotonic()))
+        while len(self.services) > 2:
+            old, _ = self.services.pop(0)
+            self._kubectl("delete", "service", f"s{old}", "--ignore-not-found", "--wait=false")
+            self._kubectl("delete", "endpointslice", f"s{old}-a", "--ignore-not-found", "--wait=false")
+
+    def policy(self) -> None:
+        """A NetworkPolicy in one of the pods' namespaces, replacing that namespace's previous one."""
+        n = self.step_no
+        ns = f"soak-{n % 3}"
+        if ns not in self._kubectl("get", "namespaces", "-o", "name").split():
+            self._kubectl(
+                "apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            )
+        pol = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"name": f"np{n}", "namespace": ns},
+               "spec": {"podSelector": {},
+                        "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 80}]}]}}  # fmt: skip
+        self._kubectl("apply", "-f", "-", stdin=pol)
+        for name in self._kubectl("get", "networkpolicy", "-n", ns, "-o", "name").split():
+            if name != f"networkpolicy.networking.k8s.io/np{n}":
+                self._kubectl("delete", "-n", ns, name, "--wait=false")
+
+    def dns(self) -> None:
+        """From a live pod, through its node's listener at the cluster DNS address: the oldest live
+        soak Service (made at least 2 s before) and the API's name answer with an address."""
+        if not self.pods:
+            return
+        pod = random.choice(self.pods)
+        names = ["kubernetes.default"] + [
+            f"s{n}.default" for n, t in self.services[:1] if time.monotonic() - t > 2
+        ]
+        for name in names:
+            fqdn = f"{name}.svc.cluster.local"
+            argv = [
+                "ip",
+                "netns",
+                "exec",
+                pod.netns,
+                "dig",
+                "+short",
+                "+tries=2",
+                "+time=2",
+                "@10.96.0.10",
+                fqdn,
+            ]
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.split()
+            if not out or out[0].count(".") != 3:
+                raise RuntimeError(f"DNS {fqdn} from a pod on {pod.node.name}: {out or 'no answer'}")
+            self.counts["dns answered"] += 1
+
     def finish(self) -> None:
+        for kind in ("service", "endpointslice"):
+            for name in self._kubectl("get", kind, "-n", "default", "-o", "name").split():
+                if name.split("/")[1].startswith("s") and name.split("/")[1][1:2].isdigit():
+                    self._kubectl("delete", "-n", "default", name, "--wait=false")
+        for ns in self._kubectl("get", "namespaces", "-o", "name").split():
+            if ns.split("/")[1].startswith("soak-"):
+                self._kubectl("delete", ns, "--wait=false")
         for pod in list(self.pods):
             try:
                 self.delete(pod)
@@ -204,7 +293,32 @@ def cluster_invariants(cluster: Cluster, live: list[SoakPod]) -> list[str]:
     host veth on its node, installed; no port, veth or address without its pod; unique addresses;
     each node's egress set), and no soak pod namespace without its pod."""
     refs = [PodRef(p.node.name, p.namespace, p.name, p.cid, p.ip) for p in live]
-    problems = invariants.check(cluster, refs)
+    try:
+        problems = invariants.check(cluster, refs)
+    except invariants.Unreadable as e:  # a database that did not answer (seen once under load): again
+        log.warning("invariant check: %s; again in 2 s", e)
+        time.sleep(2)
+        problems = invariants.check(cluster, refs)
     held = {p.netns for p in live}
     left = [n for n in list_netns(f"{cluster.settings.prefix}-s") if n not in held]
     return problems + ([f"pod namespaces left: {left[:3]}"] if left else [])
+
+
+def controller_leftovers(cluster: Cluster, env: dict[str, str], last_service: int) -> list[str]:
+    """After the churn: no soak load balancer or policy port group in the NB, and the last soak
+    Service's name NXDOMAIN at every node's DNS listener."""
+    nb = ["ovn-nbctl", f"--db={env['OVN_NB_DB']}", "--timeout=20", "--bare", "--columns=name", "list"]
+    lbs = [n for n in subprocess.run([*nb, "Load_Balancer"], capture_output=True, text=True).stdout.split()
+           if n.startswith("fiberlb:default/s")]  # fmt: skip
+    pgs = [n for n in subprocess.run([*nb, "Port_Group"], capture_output=True, text=True).stdout.split()
+           if n.startswith("pn_np")]  # fmt: skip
+    out = ([f"LB rows left: {lbs[:3]}"] if lbs else []) + (
+        [f"policy port groups left: {pgs[:3]}"] if pgs else []
+    )
+    for node in cluster.nodes if last_service else []:
+        fqdn = f"s{last_service}.default.svc.cluster.local"
+        argv = ["ip", "netns", "exec", node.netns, "dig", "+tries=2", "+time=2", "@10.96.0.10", fqdn]
+        answer = subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout
+        if "status: NXDOMAIN" not in answer:
+            out.append(f"{node.name}'s DNS still answers {fqdn} after its Service was deleted")
+    return out

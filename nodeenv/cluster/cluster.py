@@ -266,17 +266,14 @@ class Cluster:
         central = read_env_file(central_env) if central_env.exists() else {}
         n.node.components = self.node_components(central)
 
+    def parts(self) -> dict[str, Node]:
+        """Every part of the cluster by label: control, central, controllers and each node."""
+        return {"control": self.control, "central": self.central, "controllers": self.controllers,
+                **{n.name: n.node for n in self.nodes}}  # fmt: skip
+
     def faults(self) -> Sequence[str]:
         """Dead or wedged daemons anywhere in the cluster, each `<part>: <fault>`."""
-        out = []
-        for label, part in [
-            ("control", self.control),
-            ("central", self.central),
-            ("controllers", self.controllers),
-            *((n.name, n.node) for n in self.nodes),
-        ]:
-            out += [f"{label}: {f}" for f in part.check()]
-        return out
+        return [f"{label}: {f}" for label, part in self.parts().items() for f in part.check()]
 
 
 def require_up(cluster: Cluster) -> None:
