@@ -87,8 +87,10 @@ def report(
 
 
 def main() -> None:
+    # a prefix of its own: cluster-up cleans up namespaces of its prefix as stale, so two soaks (or
+    # a soak and a short trial) sharing one would tear each other's nodes down (seen once)
     tmp = Path(tempfile.mkdtemp(prefix="ksc", dir="/tmp"))  # short: unix socket paths below it
-    settings = ClusterSettings(run_dir=tmp / "c", nodes=NODES, prefix="k8ssk",
+    settings = ClusterSettings(run_dir=tmp / "c", nodes=NODES, prefix=f"ks{os.getpid() % 100000}",
                                cluster_cidr="10.95.0.0/16", underlay_cidr="10.251.0.0/24",
                                ovn_central=CENTRAL)  # fmt: skip
     cluster = Cluster(settings)
