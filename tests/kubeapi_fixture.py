@@ -62,7 +62,7 @@ class KubeApiHandle:
 
     @property
     def requests(self) -> list[RequestRecord]:
-        return self.state.recorder.requests
+        return list(self.state.recorder.requests)
 
     def requests_by(self, user: str) -> list[RequestRecord]:
         return [r for r in self.requests if r.user == user]

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from nodeenv.kubeapi.auth import Recorder, RequestRecord
 from nodeenv.kubeapi.crud import DeleteOptions, Resources
 from nodeenv.kubeapi.errors import (
     AlreadyExists,
@@ -285,3 +286,12 @@ def test_metadata_and_endpoint_slice_validation(res: Resources) -> None:
         res.update(eps, "default", "s", {**ok, "addressType": "IPv6"})
     with pytest.raises(Invalid, match=r"endpoints\[0\].addresses"):
         res.update(eps, "default", "s", {**ok, "endpoints": [{"addresses": []}]})
+
+
+def test_the_request_record_keeps_only_the_newest() -> None:
+    """The daemon records every request too and nothing reads it there: bounded, it cannot grow."""
+    rec = Recorder(limit=3)
+    for i in range(5):
+        rec.add(RequestRecord(user="u", verb="get", group="", version="v1", resource="pods", subresource="",
+                              namespace="ns", name=f"p{i}", status=200, path="/"))  # fmt: skip
+    assert [r.name for r in rec.requests] == ["p2", "p3", "p4"]
