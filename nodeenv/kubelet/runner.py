@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodeenv.kubelet import controllers, livenessprobe, rootdir
+from nodeenv.kubelet import controllers, endpoints, livenessprobe, rootdir
 from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
@@ -439,6 +439,7 @@ class Runner:
     def step(self) -> None:
         self.sync_workloads()
         self.sync_pods()
+        endpoints.sync(self.client)
 
     def run(self, stop: threading.Event) -> None:
         self._bound_kubelet_dir = rootdir.setup(self.kubelet_dir)
