@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.integration.kubeapi.snapshot_crds import snapshot_crds
+from nodeenv.kubeapi.snapshot_crds import snapshot_crds
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl, kubectl_json
 from tests.kubeapi_fixture import KubeApiHandle
 
