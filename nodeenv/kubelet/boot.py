@@ -15,7 +15,8 @@ removes what was made):
    image) and OVS_DATAPATH_TYPE (netdev without the openvswitch kernel module), and the webhook's
    Secrets from `iam-webhook gen-dev-pki`;
 5. the runner (`python -m nodeenv.kubelet run`) detached, hostPaths and the CNI dirs under
-   `<run dir>/node`;
+   `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's --cluster-dns (its ClusterIP is
+   an OVN load balancer the booted fiberlb-controller programs, to flashdns-controller's pods);
 6. waits until every scheduled pod whose containers are all booted is Ready (or --timeout), then
    prints `kubectl get pods -A -o wide` and the Ready counts.
 
@@ -211,10 +212,12 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     _say(f"API double at {json.loads(port_file.read_text())['url']} (log {s.run_dir / 'kubeapi.log'})")
     apply_overlay(s, s.run_dir)
     _say(f"applied {s.overlay} with kubectl")
+    dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
-            "--node-root", str(s.node_root), "--state-dir", str(s.run_dir / "pods")]  # fmt: skip
+            "--node-root", str(s.node_root), "--state-dir", str(s.run_dir / "pods"),
+            "--cluster-dns", dns]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
-    _say(f"runner started for {s.node_name} (log {s.run_dir / 'kubelet.log'})")
+    _say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
 
 
 def _ready(p: Obj) -> bool:

@@ -42,6 +42,9 @@ _FLAGS = (  # flag, env, default, help
     ("--state-dir", "K8SHOST_POD_STATE_DIR", "", "run: pod directories (volumes)"),
     ("--cni-conf-dir", "K8SHOST_CNI_CONF_DIR", "/etc/cni/net.d", "run: CNI conf dir (under the node root)"),
     ("--cni-bin-dirs", "K8SHOST_CNI_BIN_DIRS", "/opt/cni/bin,/usr/lib/cni", "run: CNI plugin dirs"),
+    ("--cluster-dns", "K8SHOST_CLUSTER_DNS", "",
+     "run: kubelet's --cluster-dns, comma-separated (none: pods get the node's resolv.conf)"),
+    ("--cluster-domain", "K8SHOST_CLUSTER_DOMAIN", "cluster.local", "run: kubelet's --cluster-domain"),
     ("--api-address", "K8SHOST_BOOT_API_ADDRESS", boot.API_ADDRESS,
      "boot: the API double's address, on a dummy link (pods reach it over PrismNET)"),
     ("--api-port", "K8SHOST_BOOT_API_PORT", "6443", "boot: the API double's HTTPS port"),
@@ -75,6 +78,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     cni = CniConfig(Path(args.cni_conf_dir), tuple(args.cni_bin_dirs.split(",")), node_root=root)
     settings = RunnerSettings(node_name=args.node_name, node_ip=args.node_ip, node_root=root,
                               state_dir=Path(args.state_dir).resolve(), cni=cni,
+                              cluster_dns=tuple(a for a in args.cluster_dns.split(",") if a),
+                              cluster_domain=args.cluster_domain,
                               podman_env={"HOME": env.get("HOME", "/root"), "PATH": env.get("PATH", ""),
                                           **store.env()})  # fmt: skip
     runner = Runner(settings, KubeClient.from_kubeconfig(Path(args.kubeconfig)))

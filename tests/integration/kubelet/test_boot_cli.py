@@ -69,6 +69,14 @@ def test_boot_status_and_down_from_the_command_line(short_tmp: Path) -> None:
         assert "Ready: " in out and "with containers not booted" in out, out
         flashdns = next(cols for name, cols in pods.items() if name.startswith("flashdns-controller-"))
         assert flashdns[6].startswith("10.244."), flashdns  # a PrismNET address from the booted CNI
+        # a ClusterFirst pod resolves a Service's short name through kubelet's search path, at the
+        # cluster DNS Service's ClusterIP (fiberlb's OVN load balancer to flashdns-controller's pod)
+        store = ImageStore.from_env({})
+        names = store("ps", "--format", "{{.Names}}").split()
+        project = next(n for n in names if n.startswith("k8s_project-controller_"))
+        lookup = "import socket; print(socket.gethostbyname('cluster-dns.kube-system'))"
+        got = store("exec", project, "python3", "-c", lookup)
+        assert got == "10.96.0.10", got
         status = cli("status", *flags)
         assert status.returncode == 0 and set(rows(status.stdout)) == set(pods), status.stdout + status.stderr
         again = cli("boot", *flags)

@@ -27,6 +27,7 @@ from kubernetes import client, config
 from nodeenv.fiberlb_routes import delete_host_routes, ensure_host_routes, pool_prefixes
 from nodeenv.kubeapi.server import ThreadedKubeApi
 from nodeenv.kubeapi.state import ApiConfig
+from nodeenv.kubelet.dns import ResolvConf
 from nodeenv.kubelet.runner import Runner
 from nodeenv.kubelet.sandbox import CniConfig
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
@@ -91,6 +92,8 @@ spec:
 )
 """Two pods to call from: `client` is the peer the NetworkPolicy allows, `stranger` is not."""
 PODS = {"echo": 2, "client": 1, "stranger": 1}
+CLUSTER_DNS = "10.96.0.10"
+"""The overlay's cluster-dns Service, as kubelet's --cluster-dns."""
 POOL = "192.168.100.0/24"
 """fiberlb-controller's --external-ip-pool in the manifest."""
 
@@ -167,7 +170,7 @@ def network(kube_api: KubeApiHandle, tmp_path_factory: pytest.TempPathFactory) -
     links_before = _links()
     root = Path(str(tmp_path_factory.mktemp("node", numbered=True)))
     cni = CniConfig(CNI.conf_dir, CNI.bin_dirs, node_root=root / "host")
-    runner, halt = start_runner(kube_api, root, cni=cni, sandbox_retry=1.0)
+    runner, halt = start_runner(kube_api, root, cni=cni, sandbox_retry=1.0, cluster_dns=(CLUSTER_DNS,))
     try:
         wait_for(lambda: _ready(kube_api, dict.fromkeys(NETWORK, 1)), 90,
                  f"every container of {sorted(NETWORK)} Ready",
@@ -251,6 +254,27 @@ def test_pods_on_the_containerized_network_reach_each_other(
     assert ping.returncode == 0, ping.stdout + ping.stderr
     for src, dst in ((a, b), (b, a)):
         assert http_code(src.netns, f"http://{dst.ip}:8080/") == "200", (src.name, dst.name)
+
+
+def _resolv_conf(network: Booted, app: str) -> str:
+    """/etc/resolv.conf as the first container of `app`'s pod sees it."""
+    rt = next(r for r in network.runner.pods.values() if r.pod["metadata"]["name"].startswith(app + "-"))
+    cname = rt.cname(rt.pod["spec"]["containers"][0]["name"])
+    got = network.runner.podman("exec", cname, "cat", "/etc/resolv.conf")
+    assert got.returncode == 0, got.stderr
+    return got.stdout
+
+
+def test_pods_get_the_resolv_conf_kubelet_writes(network: Booted, pods: dict[str, list[RunnerPod]]) -> None:
+    """dnsPolicy ClusterFirst (unset) on the pod network and ClusterFirstWithHostNet: the cluster DNS,
+    kubelet's search path and ndots:5; ClusterFirst with hostNetwork: the node's own."""
+    node = ResolvConf.parse(Path("/etc/resolv.conf").read_text())
+    for app, ns in (("echo", "default"), ("fiberlb-controller", NS)):
+        search = " ".join((f"{ns}.svc.cluster.local", "svc.cluster.local", "cluster.local", *node.searches))
+        want = f"search {search}\nnameserver {CLUSTER_DNS}\noptions ndots:5\n"
+        assert _resolv_conf(network, app) == want, app
+    host = ResolvConf.parse(_resolv_conf(network, "ovs-node"))  # hostNetwork, no dnsPolicy
+    assert host.nameservers == node.nameservers and CLUSTER_DNS not in host.nameservers
 
 
 def _management_if(network: Booted) -> str:
