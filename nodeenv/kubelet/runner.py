@@ -476,7 +476,8 @@ class Runner:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        for rt in self.pods.values():
+        # pods on the pod network first: their CNI DEL needs the host-network pods (the CNI agent)
+        for rt in sorted(self.pods.values(), key=lambda rt: bool(rt.pod["spec"].get("hostNetwork"))):
             rt.stop()
         if self._bound_kubelet_dir:
             rootdir.teardown(self.kubelet_dir)

@@ -308,9 +308,14 @@ def test_booted_fiberlb_gives_a_loadbalancer_service_an_ip_that_answers(
     vip = wait_for(lb_ip, 30, "fiberlb-controller's IP in the Service's status",
                    lambda: f"EndpointSlices: {network.api.objects('endpointslices', 'default')}")  # fmt: skip
     assert ipaddress.ip_address(vip) in ipaddress.ip_network(POOL), vip
-    endpoints = {e["addresses"][0] for sl in network.api.objects("endpointslices", "default")
-                 for e in sl["endpoints"] if e["conditions"]["ready"]}  # fmt: skip
-    assert endpoints == {p.ip for p in pods["echo"]}
+
+    def endpoints() -> set[str]:
+        return {e["addresses"][0] for sl in network.api.objects("endpointslices", "default")
+                for e in sl["endpoints"] if e["conditions"]["ready"]}  # fmt: skip
+
+    echo = {p.ip for p in pods["echo"]}
+    wait_for(lambda: endpoints() == echo, 15, f"the echo Service's EndpointSlice listing {echo}",
+             lambda: f"ready endpoints: {endpoints()}")  # fmt: skip
     caller = pods["client"][0]
     url = f"http://{vip}/"
     wait_for(lambda: http_code(caller.netns, url, 2) == "200", 30, f"{url} answering {caller.name}",
