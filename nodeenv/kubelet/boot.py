@@ -6,9 +6,9 @@ What `boot` does, in order (each step named in its output; a failed step stops i
 removes what was made):
 1. checks: root, kubectl, podman, the image in the store (`make image`), no other userspace
    datapath on the machine (`ovs-netdev`: one per machine), not already booted;
-2. a dummy link `k8sh-api0` with --api-address/32, where the API double listens: the node reaches
-   it directly and pods over PrismNET (their egress leaves through the management port to the
-   node), standing in for the `kubernetes` Service kube-proxy would serve;
+2. a link `k8sh-api0` (one end of a veth pair) with --api-address/32, where the API double
+   listens: the node reaches it directly and pods over PrismNET (their egress leaves through the
+   management port to the node), standing in for the `kubernetes` Service kube-proxy would serve;
 3. the API double (`python -m nodeenv.kubeapi`) on that address, its admin kubeconfig in the run dir;
 4. as README "Install" has the admin do: the external-snapshotter CRDs, `kubectl apply -k <overlay>`,
    k8shost-config's OVN endpoints at this node (OVS's Python library resolves no host names in the
@@ -51,7 +51,7 @@ from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
 
 API_ADDRESS = "198.18.0.1"
 """RFC 2544's benchmarking range: nothing on a node uses it."""
-API_LINK = "k8sh-api0"
+API_LINK, API_PEER = "k8sh-api0", "k8sh-api1"
 NS = "kube-system"
 ROOT = Path(__file__).parents[2]
 Obj = dict[str, Any]
@@ -196,9 +196,11 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     s.run_dir.mkdir(parents=True, exist_ok=True)
     (s.run_dir / "boot.json").write_text(json.dumps({"link": API_LINK, "address": s.api_address}))
     if not Path(f"/sys/class/net/{API_LINK}").exists():
-        _ip("link", "add", API_LINK, "type", "dummy")
+        # a veth pair, not a dummy link: kernels without the dummy module (containers) have veth
+        _ip("link", "add", API_LINK, "type", "veth", "peer", "name", API_PEER)
     _ip("addr", "replace", f"{s.api_address}/32", "dev", API_LINK)
-    _ip("link", "set", API_LINK, "up")
+    for dev in (API_LINK, API_PEER):
+        _ip("link", "set", dev, "up")
     _say(f"{API_LINK} {s.api_address}/32: the API's address")
     py, table = sys.executable, s.table()
     port_file = s.run_dir / "kubeapi.json"
@@ -299,7 +301,7 @@ def down(s: BootSettings) -> int:
     taps = _node_internal_ports(s)
     stopped = s.table().stop_all(timeout=120)  # the runner first: it stops pods, then the API goes
     links = {p.name for p in Path("/sys/class/net").iterdir()}
-    for dev in sorted(taps & links) + ([API_LINK] if API_LINK in links else []):
+    for dev in sorted(taps & links) + ([API_LINK] if API_LINK in links else []):  # its peer goes with it
         subprocess.run(["ip", "link", "del", dev], capture_output=True)
     left = _mounts_below(s.run_dir)
     if left:

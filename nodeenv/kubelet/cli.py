@@ -46,7 +46,7 @@ _FLAGS = (  # flag, env, default, help
      "run: kubelet's --cluster-dns, comma-separated (none: pods get the node's resolv.conf)"),
     ("--cluster-domain", "K8SHOST_CLUSTER_DOMAIN", "cluster.local", "run: kubelet's --cluster-domain"),
     ("--api-address", "K8SHOST_BOOT_API_ADDRESS", boot.API_ADDRESS,
-     "boot: the API double's address, on a dummy link (pods reach it over PrismNET)"),
+     "boot: the API double's address, on the link k8sh-api0 (pods reach it over PrismNET)"),
     ("--api-port", "K8SHOST_BOOT_API_PORT", "6443", "boot: the API double's HTTPS port"),
     ("--overlay", "K8SHOST_OVERLAY", "daemonsets/overlays/k3s", "boot: what `kubectl apply -k` applies"),
     ("--datapath", "K8SHOST_OVS_DATAPATH", "auto",
