@@ -48,7 +48,7 @@ class Startup:
     """What the agent waits for before it serves, for /readyz and the log."""
 
     def __init__(self, stop: asyncio.Event) -> None:
-        self.stop, self.waiting_for = stop, "start"
+        self.stop, self.waiting_for = stop, "its first connection to the local OVS"
 
     async def until(self, what: str, step: Callable[[], T]) -> T | None:
         """step() in a thread until it returns (None once SIGTERM came), each failure shown as

@@ -63,9 +63,9 @@ def test_boot_status_and_down_from_the_command_line(short_tmp: Path) -> None:
         pods = rows(out)
         for app in OURS_READY:
             mine = [cols for name, cols in pods.items() if name.startswith(app + "-")]
-            assert mine, f"no {app} pod in:\n{out}"
-            ready, total = mine[0][2].split("/")
-            assert (ready == total, mine[0][3]) == (True, "Running"), f"{app}: {mine[0]}\n{out}"
+            running = [c for c in mine if c[3] == "Running" and len(set(c[2].split("/"))) == 1]
+            # the rest: a host-network Deployment's second replica, Pending on one node (host ports)
+            assert running and all(c in running or c[3] == "Pending" for c in mine), f"{app}:\n{out}"
         assert "Ready: " in out and "with containers not booted" in out, out
         flashdns = next(cols for name, cols in pods.items() if name.startswith("flashdns-controller-"))
         assert flashdns[6].startswith("10.244."), flashdns  # a PrismNET address from the booted CNI
