@@ -77,12 +77,7 @@ def desired_pods(workload: Obj, nodes: list[Obj]) -> list[PodPlan]:
         return [PodPlan(_pod(workload, f"{name}-{short_hash(name, n, n=5)}", rev), n) for n in names]
     replicas = int(workload["spec"].get("replicas", 1))
     if kind == "StatefulSet":
-        return [
-            PodPlan(_pod(workload, f"{name}-{i}", {"controller-revision-hash": f"{name}-{h}",
-                                                   "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
-                                                   "apps.kubernetes.io/pod-index": str(i)}), None)
-            for i in range(replicas)
-        ]  # fmt: skip
+        return [PodPlan(_member(workload, i, h), None) for i in range(replicas)]
     return [
         PodPlan(
             _pod(
@@ -92,6 +87,19 @@ def desired_pods(workload: Obj, nodes: list[Obj]) -> list[PodPlan]:
         )
         for i in range(replicas)
     ]
+
+
+def _member(workload: Obj, i: int, h: str) -> Obj:
+    """StatefulSet member i: its stable name, and as the StatefulSet controller sets them, the
+    hostname and the governing Service as subdomain (`<name>-<i>.<serviceName>.<ns>.svc` in DNS)."""
+    name = workload["metadata"]["name"]
+    pod = _pod(workload, f"{name}-{i}", {"controller-revision-hash": f"{name}-{h}",
+                                         "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
+                                         "apps.kubernetes.io/pod-index": str(i)})  # fmt: skip
+    pod["spec"]["hostname"] = f"{name}-{i}"
+    if workload["spec"].get("serviceName"):
+        pod["spec"]["subdomain"] = workload["spec"]["serviceName"]
+    return pod
 
 
 def admit_service_account(spec: Obj) -> None:

@@ -1,10 +1,11 @@
 """kube-controller-manager's EndpointSlice controller, for the runner's cluster: each Service with a
 selector gets the EndpointSlices of the Pods it selects (their podIP, Ready from the Pod's Ready
-condition, nodeName, targetRef), one slice per set of resolved target ports (a named targetPort is
-the Pod's container port of that name; a Pod without it goes to a slice without that port), labelled
-`kubernetes.io/service-name` and `endpointslice.kubernetes.io/managed-by`, owned by the Service.
-A Service selecting nothing ready still gets its slice (no endpoints), as the controller's
-placeholder; slices of a deleted Service, or no longer wanted, are deleted.
+condition, nodeName, targetRef, and the Pod's hostname when the Service is its subdomain), one slice
+per set of resolved target ports (a named targetPort is the Pod's container port of that name; a Pod
+without it goes to a slice without that port), labelled `kubernetes.io/service-name` and
+`endpointslice.kubernetes.io/managed-by`, owned by the Service. A Service selecting nothing ready
+still gets its slice (no endpoints), as the controller's placeholder; slices of a deleted Service,
+or no longer wanted, are deleted.
 
 Only what FiberLB, kube-proxy and flashdns read is written; topology hints, dual stack and the
 100-endpoints split are not done (one node, IPv4)."""
@@ -43,6 +44,7 @@ def _target(port: Obj, pod: Obj) -> int | None:
 
 
 def _selected(svc: Obj, pod: Obj) -> bool:
+    """The Service selects the Pod and it has an address (not-ready ones too: their endpoint says so)."""
     sel = svc["spec"].get("selector") or {}
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
@@ -56,15 +58,19 @@ def _selected(svc: Obj, pod: Obj) -> bool:
     )
 
 
-def _endpoint(pod: Obj) -> Obj:
+def _endpoint(svc: Obj, pod: Obj) -> Obj:
     meta, ready = pod["metadata"], _ready(pod)
     ref = {"kind": "Pod", "namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
-    return {
+    ep = {
         "addresses": [pod["status"]["podIP"]],
         "conditions": {"ready": ready, "serving": ready, "terminating": False},
         "nodeName": pod["spec"].get("nodeName", ""),
         "targetRef": ref,
     }
+    spec = pod["spec"]
+    if spec.get("hostname") and spec.get("subdomain") == svc["metadata"]["name"]:
+        ep["hostname"] = spec["hostname"]  # a StatefulSet member's DNS name under its headless Service
+    return ep
 
 
 def desired_slices(svc: Obj, pods: list[Obj]) -> list[Obj]:
@@ -79,7 +85,7 @@ def desired_slices(svc: Obj, pods: list[Obj]) -> list[Obj]:
             for p in spec.get("ports") or []
             if (t := _target(p, pod)) is not None
         )
-        groups.setdefault(key, []).append(_endpoint(pod))
+        groups.setdefault(key, []).append(_endpoint(svc, pod))
     groups = groups or {(): []}
     owner = {"apiVersion": "v1", "kind": "Service", "name": meta["name"], "uid": meta.get("uid", ""),
              "controller": True, "blockOwnerDeletion": True}  # fmt: skip

@@ -167,6 +167,7 @@ def network(kube_api: KubeApiHandle, tmp_path_factory: pytest.TempPathFactory) -
             "-p", json.dumps({"data": data}))  # fmt: skip
     for name in SINGLE:
         kubectl(kube_api, "-n", NS, "scale", "deployment", name, "--replicas=1")
+    kubectl(kube_api, "-n", NS, "scale", "statefulset", "ovn-central", "--replicas=1")  # one node: one member
     links_before = _links()
     root = Path(str(tmp_path_factory.mktemp("node", numbered=True)))
     cni = CniConfig(CNI.conf_dir, CNI.bin_dirs, node_root=root / "host")
