@@ -59,3 +59,14 @@ def test_help_names_every_command_and_env_fallback() -> None:
         "K8SHOST_BOOT_API_ADDRESS",
     ):
         assert word in out
+
+
+def test_boot_without_the_image_says_make_image_and_makes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {"K8SHOST_IMAGE_STORE": str(tmp_path / "empty-store"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    assert main(["boot", "--run-dir", str(tmp_path / "run")], env) == 1
+    err = capsys.readouterr().err
+    assert "boot: cannot start: the image registry.plasmacloud.io/k8shost:0.1.0 is not in" in err
+    assert "run `make image`" in err
+    assert not (tmp_path / "run").exists()
