@@ -18,6 +18,7 @@ from nodeenv.image.store import ImageStore
 from nodeenv.kubelet.runner import RUNNER_LABEL
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
 from tests.conftest import require_ovn
+from tests.integration.kubelet.conftest import wait_for
 
 pytestmark = pytest.mark.own_ovs
 
@@ -75,8 +76,14 @@ def test_boot_status_and_down_from_the_command_line(short_tmp: Path) -> None:
         names = store("ps", "--format", "{{.Names}}").split()
         project = next(n for n in names if n.startswith("k8s_project-controller_"))
         lookup = "import socket; print(socket.gethostbyname('cluster-dns.kube-system'))"
-        got = store("exec", project, "python3", "-c", lookup)
-        assert got == "10.96.0.10", got
+
+        def resolved() -> str:
+            return store("exec", project, "python3", "-c", lookup, check=False)
+
+        # the Service's slice and fiberlb's load balancer follow flashdns's readiness within a sync or two
+        wait_for(
+            lambda: resolved() == "10.96.0.10", 20, "cluster-dns.kube-system resolved in a pod", resolved
+        )
         status = cli("status", *flags)
         assert status.returncode == 0 and set(rows(status.stdout)) == set(pods), status.stdout + status.stderr
         again = cli("boot", *flags)
