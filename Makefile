@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image
+.PHONY: setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status
 
 setup:
 	@bash scripts/setup.sh
@@ -49,6 +49,18 @@ unit: setup
 integration: setup ovs
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
+# The admin's path on this machine (README "Booting the overlay"): the image, the API double, `kubectl
+# apply -k daemonsets/overlays/k3s`, every workload booted from the image; .run-boot/. Not beside
+# node-up or a test session (one userspace-datapath ovs-vswitchd per machine).
+boot: setup image
+	$(PY) -m nodeenv.kubelet boot
+
+boot-status:
+	@$(PY) -m nodeenv.kubelet status
+
+boot-down:
+	@if [ -x $(PY) ]; then $(PY) -m nodeenv.kubelet down; else echo "boot-down: nothing to stop (no .venv)"; fi
+
 # The suite's image, in the private podman store build/podman (README "Image").
 image: setup
 	$(PY) -m nodeenv.image build
@@ -65,5 +77,5 @@ lint: setup
 bench: setup ovs
 	$(PY) -m bench $(BENCH)
 
-clean: node-down cluster-down
+clean: boot-down node-down cluster-down
 	rm -rf .stamps build *.egg-info protos/*_pb2*.py protos/*_pb2.pyi

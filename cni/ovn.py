@@ -102,6 +102,9 @@ class OvsPorts:
         )
         return bool(types) and types[0] == "netdev"
 
+    def bridge_exists(self) -> bool:
+        return bool(self._read(lambda api: [r for r in table_rows(api, "Bridge") if r.name == self._bridge]))
+
     def system_id(self) -> str:
         rows = self._read(lambda api: [dict(r.external_ids) for r in table_rows(api, "Open_vSwitch")])
         return rows[0].get("system-id", "") if rows else ""

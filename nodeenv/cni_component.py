@@ -15,6 +15,8 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +24,7 @@ from pathlib import Path
 from cni.install import CONFLIST_NAME, install
 from cni.management import teardown_host
 from cni.settings import AgentSettings
-from nodeenv.daemons import free_port, in_netns, start_foreground, unix_listening, wait_for
+from nodeenv.daemons import DaemonError, free_port, in_netns, start_foreground, unix_listening, wait_for
 from nodeenv.flashdns_component import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 from nodeenv.node import Node
 
@@ -87,9 +89,15 @@ class CniComponent:
         s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
         log = node.path("prismnet", "agent.log")
         _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons, node.settings.netns)
-        wait_for(
-            lambda: unix_listening(s.socket), "prismnet-agent to listen on its socket", timeout=30, proc=proc
-        )
+        try:
+            wait_for(
+                lambda: unix_listening(s.socket),
+                "prismnet-agent to listen on its socket",
+                timeout=30,
+                proc=proc,
+            )
+        except DaemonError as e:  # it waits for what is missing instead of exiting: say what that is
+            raise DaemonError(f"{e}; its /readyz: {_readyz(s.metrics_address)} (log {log})") from None
         return {
             "PRISMNET_AGENT_SOCKET": str(s.socket),
             "PRISMNET_CNI_BIN": str(exe),
@@ -277,3 +285,14 @@ def installed_runtime(env: Mapping[str, str], *, chained: bool = True) -> CniRun
         conflist["plugins"] = conflist["plugins"][:1]
     cni_path = [str(Path(env["PRISMNET_CNI_BIN"]).parent), "/usr/lib/cni"]
     return CniRuntime(conflist, cni_path, {}, env.get("K8SHOST_NETNS", ""))
+
+
+def _readyz(address: str) -> str:
+    """The agent's own account of what it waits for (its /readyz body), or why there is none."""
+    try:
+        with urllib.request.urlopen(f"http://{address}/readyz", timeout=2) as r:
+            return str(r.read().decode().strip())
+    except urllib.error.HTTPError as e:
+        return str(e.read().decode().strip())
+    except OSError as e:
+        return f"unreachable ({e})"

@@ -1,20 +1,27 @@
 """`prismnet-agent`: the PrismNET CNI node agent.
 
-Builds one OVSDB connection per database, the adapters and the service, makes sure the
-node's management port exists, serves the `prismnet` executable on a unix socket and
-Prometheus metrics + health on HTTP. SIGTERM/SIGINT: stop accepting, finish in-flight
+Serves Prometheus metrics + health on HTTP first, then builds one OVSDB connection per
+database, the adapters and the service, makes sure the node's management port exists, and serves
+the `prismnet` executable on a unix socket. SIGTERM/SIGINT: stop accepting, finish in-flight
 requests, exit 0.
+
+Started before the node's OVS is up (a DaemonSet starts with its siblings: ovs-node's ovsdb-server
+and ovn-controller, which creates the integration bridge), it waits instead of exiting: /healthz
+answers, /readyz is 503 with what it waits for, and the log names it (again whenever the reason
+changes), each step retried every RETRY_SECONDS until it succeeds or SIGTERM comes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -33,6 +40,45 @@ from ovnaccess.connection import Ovsdb, c_json_parser
 
 log = logging.getLogger("cni.daemon")
 DRAIN_SECONDS = 60.0
+RETRY_SECONDS = 2.0
+T = TypeVar("T")
+
+
+class Startup:
+    """What the agent waits for before it serves, for /readyz and the log."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop, self.waiting_for = stop, "its first connection to the local OVS"
+
+    async def until(self, what: str, step: Callable[[], T]) -> T | None:
+        """step() in a thread until it returns (None once SIGTERM came), each failure shown as
+        "waiting for <what>: <error>"."""
+        last = ""
+        while not self.stop.is_set():
+            try:
+                result = await asyncio.to_thread(step)
+            except Exception as e:  # anything before serving is retried: kubelet would only restart us
+                reason = f"{what}: {e}"
+                if reason != last:
+                    log.warning("waiting for %s", reason)
+                last, self.waiting_for = reason, reason
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), RETRY_SECONDS)
+                continue
+            if last:
+                log.info("%s: ready", what)
+            return result
+        return None
+
+
+class BridgeMissing(RuntimeError):
+    pass
+
+
+def _bridge(ovs_db: Ovsdb, bridge: str) -> bool:
+    if not OvsPorts(ovs_db, bridge).bridge_exists():
+        raise BridgeMissing(f"no bridge {bridge} in the local OVS yet (ovn-controller creates it)")
+    return True
 
 
 def build_service(s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb) -> PodNetworkService:
@@ -79,46 +125,84 @@ async def run(s: AgentSettings) -> int:
             "python-ovs has no C JSON parser (ovs._json): OVSDB traffic is parsed in pure Python, "
             "costing CPU on every commit and update; install python3-openvswitch or build ovs with it"
         )
-    ovs_db = await asyncio.to_thread(connect, s.ovs_db, "Open_vSwitch")
-    nb_db = await asyncio.to_thread(connect, s.ovn_nb_db, "OVN_Northbound")
-    service = await asyncio.to_thread(build_service, s, ovs_db, nb_db)
-    a = service._a
-    if s.management_port:
-        await asyncio.to_thread(ensure_management_port, s, a.nb, a.ovs, a.links, service.node)
-    metrics = Metrics(ips_in_use=a.nb.ips_by_namespace)
-    server = CniServer(service, metrics)
-    runner = await serve_unix(server.app(), s.socket)
-    metrics_runner = await _serve_metrics(s, metrics, lambda: ovs_db.connected() and nb_db.connected())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("prismnet-agent serving on %s (node %s, bridge %s)", s.socket, service.node, s.bridge)
-    await stop.wait()
-    log.info("shutting down: %d request(s) in flight", server.in_flight)
-    for site in list(runner.sites):
-        await site.stop()  # no new connections; accepted ones continue
+    startup = Startup(stop)
+    started: list[PodNetworkService] = []
+    dbs: list[Ovsdb] = []
+    metrics = Metrics(ips_in_use=lambda: started[0]._a.nb.ips_by_namespace() if started else {})
+    serving = asyncio.Event()
+    metrics_runner = await _serve_metrics(
+        s, metrics, lambda: serving.is_set() and all(d.connected() for d in dbs), lambda: startup.waiting_for
+    )
     try:
-        await asyncio.wait_for(server.idle.wait(), DRAIN_SECONDS)
-    except TimeoutError:
-        log.warning("in-flight requests did not finish within %.0fs", DRAIN_SECONDS)
-    await runner.cleanup()
-    if metrics_runner:
-        await metrics_runner.cleanup()
-    s.socket.unlink(missing_ok=True)
-    await asyncio.to_thread(ovs_db.stop)
-    await asyncio.to_thread(nb_db.stop)
+        service = await _start(s, startup, dbs)
+        if service is None:
+            log.info("stopped before the node's OVS/OVN was ready")
+            return 0
+        started.append(service)
+        server = CniServer(service, metrics)
+        runner = await serve_unix(server.app(), s.socket)
+        serving.set()
+        startup.waiting_for = ""
+        log.info("prismnet-agent serving on %s (node %s, bridge %s)", s.socket, service.node, s.bridge)
+        await stop.wait()
+        log.info("shutting down: %d request(s) in flight", server.in_flight)
+        for site in list(runner.sites):
+            await site.stop()  # no new connections; accepted ones continue
+        try:
+            await asyncio.wait_for(server.idle.wait(), DRAIN_SECONDS)
+        except TimeoutError:
+            log.warning("in-flight requests did not finish within %.0fs", DRAIN_SECONDS)
+        await runner.cleanup()
+        s.socket.unlink(missing_ok=True)
+    finally:
+        if metrics_runner:
+            await metrics_runner.cleanup()
+        for db in dbs:
+            await asyncio.to_thread(db.stop)
     log.info("prismnet-agent stopped")
     return 0
 
 
+async def _start(s: AgentSettings, startup: Startup, dbs: list[Ovsdb]) -> PodNetworkService | None:
+    """The connections (added to `dbs` as made), the integration bridge, the service and the
+    management port, each waited for; None when SIGTERM came first."""
+    ovs_db = await startup.until(
+        f"the local OVS (Open_vSwitch at {s.ovs_db})", lambda: connect(s.ovs_db, "Open_vSwitch")
+    )
+    if ovs_db is None:
+        return None
+    dbs.append(ovs_db)
+    nb_db = await startup.until(
+        f"OVN Northbound at {s.ovn_nb_db}", lambda: connect(s.ovn_nb_db, "OVN_Northbound")
+    )
+    if nb_db is None:
+        return None
+    dbs.append(nb_db)
+    if await startup.until(f"the integration bridge {s.bridge}", lambda: _bridge(ovs_db, s.bridge)) is None:
+        return None
+    service = await asyncio.to_thread(build_service, s, ovs_db, nb_db)
+    if s.management_port:
+        a = service._a
+        port = await startup.until(
+            f"the management port {s.management_if}",
+            lambda: ensure_management_port(s, a.nb, a.ovs, a.links, service.node),
+        )
+        if port is None:
+            return None
+    return service
+
+
 async def _serve_metrics(
-    s: AgentSettings, metrics: Metrics, ready: Callable[[], bool]
+    s: AgentSettings, metrics: Metrics, ready: Callable[[], bool], why: Callable[[], str]
 ) -> web.AppRunner | None:
     if not s.metrics_address:
         return None
     host, _, port = s.metrics_address.rpartition(":")
-    runner = web.AppRunner(metrics.app(ready), access_log=None)
+    runner = web.AppRunner(metrics.app(ready, why), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host or "127.0.0.1", int(port)).start()
     return runner

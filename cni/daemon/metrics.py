@@ -53,7 +53,9 @@ class Metrics:
         self.requests.labels(command, "ok" if ok else "error").inc()
         self.latency.labels(command).observe(seconds)
 
-    def app(self, ready: Callable[[], bool]) -> web.Application:
+    def app(self, ready: Callable[[], bool], why: Callable[[], str] = str) -> web.Application:
+        """/metrics, /healthz (the process answers) and /readyz (503 with `why()` when not ready)."""
+
         async def metrics(_: web.Request) -> web.Response:
             return web.Response(body=generate_latest(self.registry), content_type="text/plain")
 
@@ -61,8 +63,12 @@ class Metrics:
             return web.Response(text="ok\n")
 
         async def readyz(_: web.Request) -> web.Response:
-            ok = ready()
-            return web.Response(status=200 if ok else 503, text="ready\n" if ok else "not ready\n")
+            if ready():
+                return web.Response(text="ready\n")
+            reason = why()
+            return web.Response(
+                status=503, text=f"not ready: waiting for {reason}\n" if reason else "not ready\n"
+            )
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)

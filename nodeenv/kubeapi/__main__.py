@@ -21,7 +21,8 @@ async def serve(s: KubeApiSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = KubeApiServer(s.dir, s.config, host=s.host, port=s.port, also=s.also)
+    names = tuple(dict.fromkeys(("localhost", "127.0.0.1", s.host)))  # its certificate names where it listens
+    server = KubeApiServer(s.dir, s.config, host=s.host, port=s.port, server_names=names, also=s.also)
     await server.start()
     users = {u: str(server.kubeconfig_for(u)) for u in s.users}
     also = [{"netns": a.netns, "url": a.url, "kubeconfig": str(path)}

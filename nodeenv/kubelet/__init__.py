@@ -6,5 +6,6 @@ as its PodSpec says, runs its probes and writes the Pod's status back.
 Modules: apiclient (JSON over HTTPS with a kubeconfig), controllers (workloads -> Pods, scheduling),
 envvars (env and envFrom), volumes (a pod's volumes on disk), podman_args (a container -> `podman
 run` arguments), probes (httpGet, tcpSocket, exec, grpc), status (PodStatus from what ran), runner
-(the loop), notbooted (images we do not build).
+(the loop), notbooted (images we do not build), endpoints (the EndpointSlice controller), cli (`python -m
+nodeenv.kubelet`), boot (`make boot`/`make boot-down`: the API double, the overlay and the runner).
 """

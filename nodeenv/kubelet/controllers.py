@@ -23,7 +23,7 @@ SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet")
 
 
-def _hash(*parts: str, n: int = 10) -> str:
+def short_hash(*parts: str, n: int = 10) -> str:
     alphabet = "bcdfghjklmnpqrstvwxz2456789"  # the apiserver's SafeEncodeString alphabet
     digest = hashlib.sha256("/".join(parts).encode()).digest()
     return "".join(alphabet[b % len(alphabet)] for b in digest[:n])
@@ -39,7 +39,7 @@ class PodPlan:
 
 
 def template_hash(workload: Obj) -> str:
-    return _hash(json.dumps(workload["spec"]["template"], sort_keys=True))
+    return short_hash(json.dumps(workload["spec"]["template"], sort_keys=True))
 
 
 def _pod(workload: Obj, name: str, extra_labels: dict[str, str]) -> Obj:
@@ -74,22 +74,32 @@ def desired_pods(workload: Obj, nodes: list[Obj]) -> list[PodPlan]:
         rev = {"controller-revision-hash": h, "pod-template-generation": "1"}
         spec = workload["spec"]["template"]["spec"]
         names = [n["metadata"]["name"] for n in nodes if fits(spec, n)]
-        return [PodPlan(_pod(workload, f"{name}-{_hash(name, n, n=5)}", rev), n) for n in names]
+        return [PodPlan(_pod(workload, f"{name}-{short_hash(name, n, n=5)}", rev), n) for n in names]
     replicas = int(workload["spec"].get("replicas", 1))
     if kind == "StatefulSet":
-        return [
-            PodPlan(_pod(workload, f"{name}-{i}", {"controller-revision-hash": f"{name}-{h}",
-                                                   "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
-                                                   "apps.kubernetes.io/pod-index": str(i)}), None)
-            for i in range(replicas)
-        ]  # fmt: skip
+        return [PodPlan(_member(workload, i, h), None) for i in range(replicas)]
     return [
         PodPlan(
-            _pod(workload, f"{name}-{h[:10]}-{_hash(name, h, str(i), n=5)}", {"pod-template-hash": h[:10]}),
+            _pod(
+                workload, f"{name}-{h[:10]}-{short_hash(name, h, str(i), n=5)}", {"pod-template-hash": h[:10]}
+            ),
             None,
         )
         for i in range(replicas)
     ]
+
+
+def _member(workload: Obj, i: int, h: str) -> Obj:
+    """StatefulSet member i: its stable name, and as the StatefulSet controller sets them, the
+    hostname and the governing Service as subdomain (`<name>-<i>.<serviceName>.<ns>.svc` in DNS)."""
+    name = workload["metadata"]["name"]
+    pod = _pod(workload, f"{name}-{i}", {"controller-revision-hash": f"{name}-{h}",
+                                         "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
+                                         "apps.kubernetes.io/pod-index": str(i)})  # fmt: skip
+    pod["spec"]["hostname"] = f"{name}-{i}"
+    if workload["spec"].get("serviceName"):
+        pod["spec"]["subdomain"] = workload["spec"]["serviceName"]
+    return pod
 
 
 def admit_service_account(spec: Obj) -> None:
@@ -101,7 +111,7 @@ def admit_service_account(spec: Obj) -> None:
     volumes = spec.setdefault("volumes", [])
     if any(v.get("name", "").startswith("kube-api-access-") for v in volumes):
         return
-    vol = f"kube-api-access-{_hash(spec['serviceAccountName'], n=5)}"
+    vol = f"kube-api-access-{short_hash(spec['serviceAccountName'], n=5)}"
     volumes.append({"name": vol, "projected": {"defaultMode": 420, "sources": [
         {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
         {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodeenv.kubelet import controllers, livenessprobe, rootdir
+from nodeenv.kubelet import controllers, dns, endpoints, livenessprobe, rootdir
 from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
@@ -28,7 +28,7 @@ from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
 from nodeenv.kubelet.sandbox import NOT_READY, CniConfig, PodSandbox, SandboxError
 from nodeenv.kubelet.status import ContainerState, now, pod_status, unschedulable
-from nodeenv.kubelet.volumes import NodeRoot, PodVolumes, TokenSource
+from nodeenv.kubelet.volumes import Mount, NodeRoot, PodVolumes, TokenSource
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -57,6 +57,11 @@ class RunnerSettings:
     """The node's CNI conf dir and plugin dirs (containerd's conf_dir/bin_dir); None: no pod network."""
     sandbox_retry: float = 5.0
     """Seconds before a pod whose sandbox failed is tried again (kubelet's next sync)."""
+    cluster_dns: tuple[str, ...] = ()
+    """kubelet's --cluster-dns (none: every Pod gets the node's resolv.conf, as kubelet does then)."""
+    cluster_domain: str = "cluster.local"
+    resolv_conf: Path = Path("/etc/resolv.conf")
+    """kubelet's --resolv-conf: the node's resolver configuration."""
 
 
 class Podman:
@@ -110,6 +115,8 @@ class PodRuntime:
     """When boot() is tried again after the sandbox failed."""
     standins: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     """Container name -> the process doing a not-booted sidecar's job (livenessprobe.py)."""
+    resolv_conf: Path | None = None
+    """The pod's /etc/resolv.conf (dns.py), when it is not the node's."""
 
     @property
     def key(self) -> str:
@@ -152,12 +159,28 @@ class PodRuntime:
             for st in self.init + self.main:
                 self.report(st, "CreateContainerConfigError", str(e))
             return
+        self.write_resolv_conf()
         for c, st in zip(spec.get("initContainers") or [], self.init, strict=True):
             if not self.run_init(c, st):
                 return
         for c, st in zip(spec["containers"], self.main, strict=True):
             self.start(c, st)
         self.phase_started = True
+
+    def write_resolv_conf(self) -> None:
+        """The pod's resolv.conf from its dnsPolicy and dnsConfig, as kubelet writes it (dns.py)."""
+        s = self.runner.settings
+        node = dns.ResolvConf.parse(s.resolv_conf.read_text() if s.resolv_conf.exists() else "")
+        conf = dns.pod_resolv_conf(self.pod, s.cluster_dns, s.cluster_domain, node)
+        if conf is not None:
+            self.resolv_conf = s.state_dir / self.pod["metadata"]["uid"] / "resolv.conf"
+            self.resolv_conf.parent.mkdir(parents=True, exist_ok=True)
+            self.resolv_conf.write_text(conf.render())
+
+    def mounts(self, c: Obj) -> list[Mount]:
+        assert self.volumes is not None
+        resolv = [Mount(self.resolv_conf, "/etc/resolv.conf", False)] if self.resolv_conf else []
+        return self.volumes.mounts(c) + resolv
 
     def make_sandbox(self) -> bool:
         """The pod's netns on the node's CNI network; False (containers waiting, retried later) if not."""
@@ -189,7 +212,7 @@ class PodRuntime:
                 network=self.sandbox.netns if self.sandbox else "host", host_pid=bool(spec.get("hostPID")),
                 hostname=self.pod["metadata"]["name"], hosts=self.runner.settings.hosts,
             )  # fmt: skip
-            args, penv = run_args(self.pod, c, env, self.volumes.mounts(c), placement, self.cname(c["name"]))
+            args, penv = run_args(self.pod, c, env, self.mounts(c), placement, self.cname(c["name"]))
         except (ConfigError, ValueError) as e:
             self.report(st, "CreateContainerConfigError", str(e))
             return None
@@ -439,6 +462,7 @@ class Runner:
     def step(self) -> None:
         self.sync_workloads()
         self.sync_pods()
+        endpoints.sync(self.client)
 
     def run(self, stop: threading.Event) -> None:
         self._bound_kubelet_dir = rootdir.setup(self.kubelet_dir)
@@ -452,7 +476,8 @@ class Runner:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        for rt in self.pods.values():
+        # pods on the pod network first: their CNI DEL needs the host-network pods (the CNI agent)
+        for rt in sorted(self.pods.values(), key=lambda rt: bool(rt.pod["spec"].get("hostNetwork"))):
             rt.stop()
         if self._bound_kubelet_dir:
             rootdir.teardown(self.kubelet_dir)

@@ -1,9 +1,15 @@
-"""The ovn-central Deployment's containers run as the manifest says, with no capabilities at all (as its
-securityContext drops them), and its probes pass against them: the NB and SB ovsdb-servers through
-ovn-ctl, ovn-northd directly (OVN 23.03's ovn-ctl has no foreground northd command).
+"""The ovn-central StatefulSet's containers run as the manifest says, three members at once, with no
+capabilities at all (as its securityContext drops them): member 0 creates the NB and SB RAFT
+clusters, members 1 and 2 join them through member 0's name (`ovn-central-0.ovn-central...`), every
+probe passes, a write through one member's client listener is read through another's, ovn-northd
+against all three goes active; and a standalone database left by the earlier single-member
+Deployment seeds member 0's new cluster.
 
-Paths move into a temp dir (OVN_RUNDIR and friends, the probes' /var/run/ovn) and the databases listen
-on loopback ports of our own; the commands and probes are otherwise the manifest's."""
+Each member runs the manifest's own script with the environment kubelet gives it (POD_NAME,
+POD_NAMESPACE, POD_IP, CLUSTER_DOMAIN): its node address is a loopback address of its own
+(127.0.0.11-13), its peers' names resolve through a hosts file bound over /etc/hosts in a private
+mount namespace (the cluster DNS's answer for the headless Service), its paths move into a temp dir
+and its ports are free ones of ours; the commands and probes are otherwise the manifest's."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,63 +29,152 @@ from tests.conftest import require_ovn
 from tests.unit.daemonsets.rendered import find
 
 NO_CAPS = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"]
+HOSTS = 'mount --bind "$0" /etc/hosts && mount --bind "$0.resolv" /etc/resolv.conf && exec "$@"'
+"""Run in `unshare -m`: the member's view of the cluster DNS (its hosts file; other names fail at
+once, as the manifest's dnsConfig keeps lookups short), then its command."""
+DOMAIN = "ovn-central.kube-system.svc.cluster.local"
 
 
-def _local(words: list[str], run: Path, db: Path) -> list[str]:
-    return [w.replace("/var/run/ovn", str(run)).replace("/var/lib/ovn", str(db)) for w in words]
+def ip(i: int) -> str:
+    return f"127.0.0.{11 + i}"
 
 
-def _probe_ok(probe: dict[str, Any], run: Path, db: Path, env: dict[str, str]) -> bool:
-    argv = _local(probe["exec"]["command"], run, db)
-    return subprocess.run(argv, env=env, capture_output=True, timeout=10).returncode == 0
+class Member:
+    """One pod of the StatefulSet: its own run/db/log dirs, its containers as processes."""
 
+    def __init__(self, i: int, tmp: Path, ports: dict[str, str]) -> None:
+        self.i, self.ports, self.procs = i, ports, list[subprocess.Popen[bytes]]()
+        names = {"/var/run/ovn": "run", "/var/lib/ovn": "db", "/var/log/ovn": "log", "etc": "etc"}
+        self.dirs = {d: tmp / f"m{i}" / name for d, name in names.items()}
+        for d in self.dirs.values():
+            d.mkdir(parents=True, exist_ok=True)
+        self.hosts = tmp / f"m{i}" / "hosts"
+        self.hosts.write_text("127.0.0.1 localhost\n")
+        Path(f"{self.hosts}.resolv").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+        run, log = str(self.dirs["/var/run/ovn"]), str(self.dirs["/var/log/ovn"])
+        self.env = {**os.environ, "POD_NAME": f"ovn-central-{i}", "POD_NAMESPACE": "kube-system",
+                    "POD_IP": ip(i), "CLUSTER_DOMAIN": "cluster.local", "OVN_RUNDIR": run, "OVS_RUNDIR": run,
+                    "OVN_LOGDIR": log, "OVN_SYSCONFDIR": str(self.dirs["etc"])}  # fmt: skip
 
-@pytest.fixture
-def central(tmp_path: Path) -> Iterator[tuple[dict[str, Any], Path, Path, dict[str, str]]]:
-    require_ovn()
-    run, db, log, etc = (tmp_path / d for d in ("run", "db", "log", "etc"))
-    for d in (run, db, log, etc):
-        d.mkdir()
-    env = {**os.environ, "OVN_RUNDIR": str(run), "OVN_DBDIR": str(db), "OVN_LOGDIR": str(log),
-           "OVN_SYSCONFDIR": str(etc)}  # fmt: skip
-    deployment = find("Deployment", "ovn-central")
-    extra = {"nb": ["--db-nb-addr=127.0.0.1", f"--db-nb-port={free_port()}"],
-             "sb": ["--db-sb-addr=127.0.0.1", f"--db-sb-port={free_port()}"]}  # fmt: skip
-    procs = []
-    try:
-        for c in deployment["spec"]["template"]["spec"]["containers"]:
-            argv = [*NO_CAPS, *_local(c["command"], run, db), *extra.get(c["name"], [])]
-            procs.append(
-                subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
-        yield deployment, run, db, env
-    finally:
-        for p in procs:
+    def local(self, words: list[str]) -> list[str]:
+        out = []
+        for w in words:
+            for path in ("/var/run/ovn", "/var/lib/ovn", "/var/log/ovn"):
+                w = w.replace(path, str(self.dirs[path]))
+            out.append(self.ports.get(w, w))
+        return out
+
+    def peers(self, *others: int) -> None:
+        self.hosts.write_text(
+            "".join(f"{ip(j)} ovn-central-{j}.{DOMAIN}. ovn-central-{j}.{DOMAIN}\n" for j in others)
+        )
+
+    def start(self, c: dict[str, Any], env: dict[str, str] | None = None) -> None:
+        argv = self.local([*c["command"], *(c.get("args") or [])])
+        wrapped = ["unshare", "-m", "sh", "-c", HOSTS, str(self.hosts), *NO_CAPS, *argv]
+        log = (self.dirs["/var/log/ovn"] / f"{c['name']}.out").open("ab")
+        self.procs.append(subprocess.Popen(wrapped, env={**self.env, **(env or {})}, stdout=log, stderr=log))
+
+    def probe_ok(self, probe: dict[str, Any]) -> bool:
+        argv = self.local(probe["exec"]["command"])
+        return subprocess.run(argv, env=self.env, capture_output=True, timeout=10).returncode == 0
+
+    def output(self, name: str) -> str:
+        return (self.dirs["/var/log/ovn"] / f"{name}.out").read_text()
+
+    def stop(self) -> None:
+        for p in self.procs:
             p.terminate()
-        for p in procs:
+        for p in self.procs:
             p.wait(timeout=10)
-        for pidfile in run.glob("*.pid"):  # a daemon that outlived its ovn-ctl parent
+        for pidfile in self.dirs["/var/run/ovn"].glob("*.pid"):  # a daemon that outlived its shell
             with contextlib.suppress(ValueError, ProcessLookupError):
                 os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
 
 
-def test_ovn_central_runs_without_capabilities_and_its_probes_pass(central: Any) -> None:
-    deployment, run, db, env = central
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    assert {c["name"] for c in containers} == {"nb", "sb", "northd"}
-    for c in containers:
-        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    deadline = time.monotonic() + 20
-    pending = {(c["name"], kind): c[kind] for c in containers for kind in ("readinessProbe", "livenessProbe")}
-    while pending and time.monotonic() < deadline:
-        pending = {k: p for k, p in pending.items() if not _probe_ok(p, run, db, env)}
+def eventually(check: Callable[[], bool], what: Callable[[], str], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
         time.sleep(0.2)
-    assert pending == {}, f"probes still failing: {sorted(pending)}"
+    pytest.fail(f"timed out waiting for {what()}")
 
-    def status() -> str:
+
+@pytest.fixture
+def members(tmp_path: Path) -> Iterator[tuple[list[Member], dict[str, str]]]:
+    require_ovn()
+    ports = {p: str(free_port()) for p in ("6641", "6642", "6643", "6644")}
+    made = [Member(i, tmp_path, ports) for i in range(3)]
+    try:
+        yield made, ports
+    finally:
+        for m in made:
+            m.stop()
+
+
+def containers() -> dict[str, dict[str, Any]]:
+    sts = find("StatefulSet", "ovn-central")
+    return {c["name"]: c for c in sts["spec"]["template"]["spec"]["containers"]}
+
+
+def nbctl(ports: dict[str, str], member: int, *args: str) -> str:
+    argv = ["ovn-nbctl", f"--db=tcp:{ip(member)}:{ports['6641']}", "--no-leader-only", "--timeout=10", *args]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_three_members_form_the_clusters_without_capabilities(members: Any) -> None:
+    ms, ports = members
+    cs = containers()
+    assert set(cs) == {"nb", "sb", "northd"}
+    assert all(c["securityContext"]["capabilities"] == {"drop": ["ALL"]} for c in cs.values())
+    for m in ms:
+        if m.i:
+            m.peers(0)  # the cluster DNS answers for member 0 once it runs
+        for name in ("nb", "sb"):
+            m.start(cs[name])
+        if m.i == 0:
+            eventually(lambda: all(ms[0].probe_ok(cs[n]["readinessProbe"]) for n in ("nb", "sb")),
+                       lambda: f"member 0 a cluster member: {ms[0].output('nb')}")  # fmt: skip
+    for m in ms:
+        pending = [(n, k) for n in ("nb", "sb") for k in ("readinessProbe", "livenessProbe")]
+        eventually(lambda m=m, p=pending: all(m.probe_ok(cs[n][k]) for n, k in p),  # type: ignore[misc]
+                   lambda m=m: f"member {m.i}'s probes: {m.output('nb')}{m.output('sb')}")  # fmt: skip
+    assert "creating the OVN_Northbound cluster" in ms[0].output("nb")
+    joined = f"joining the OVN_Southbound cluster through tcp:{ip(0)}:{ports['6644']}"
+    assert joined in ms[2].output("sb")
+    ctl = str(ms[0].dirs["/var/run/ovn"] / "ovnnb_db.ctl")
+    argv = ["ovs-appctl", "-t", ctl, "cluster/status", "OVN_Northbound"]
+    status = subprocess.run(argv, capture_output=True, text=True).stdout
+    assert all(f"tcp:{ip(i)}:{ports['6643']}" in status for i in range(3)), status
+    # one cluster: written through member 2's client listener (a follower forwards it), read at member 0
+    nbctl(ports, 2, "ls-add", "written-via-2")
+    assert "written-via-2" in nbctl(ports, 0, "ls-list")
+    # ovn-northd against every member, as the manifest gives it k8shost-config's lists
+    remotes = {k: ",".join(f"tcp:{ip(i)}:{ports[p]}" for i in range(3))
+               for k, p in (("OVN_NB_DB", "6641"), ("OVN_SB_DB", "6642"))}  # fmt: skip
+    northd = cs["northd"]
+    argv = [w.replace("$(OVN_NB_DB)", remotes["OVN_NB_DB"]).replace("$(OVN_SB_DB)", remotes["OVN_SB_DB"])
+            for w in northd["command"]]  # fmt: skip
+    ms[1].start({**northd, "command": argv})
+    eventually(lambda: ms[1].probe_ok(northd["readinessProbe"]) and ms[1].probe_ok(northd["livenessProbe"]),
+               lambda: f"northd's probes: {ms[1].output('northd')}")  # fmt: skip
+
+    def northd_status() -> str:
         argv = ["ovn-appctl", "-t", "ovn-northd", "status"]
-        return subprocess.run(argv, env=env, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(argv, env=ms[1].env, capture_output=True, text=True).stdout.strip()
 
-    while status() != "Status: active" and time.monotonic() < deadline:  # standby until it holds the SB lock
-        time.sleep(0.2)
-    assert status() == "Status: active"
+    eventually(lambda: northd_status() == "Status: active", lambda: f"northd active: {northd_status()}")
+
+
+def test_a_standalone_database_seeds_member_0s_cluster(members: Any) -> None:
+    ms, ports = members
+    cs = containers()
+    standalone = ms[0].dirs["/var/lib/ovn"] / "ovnnb_db.db"
+    subprocess.run(["ovsdb-tool", "create", str(standalone), "/usr/share/ovn/ovn-nb.ovsschema"], check=True)
+    txn = '["OVN_Northbound",{"op":"insert","table":"Logical_Switch","row":{"name":"from-the-deployment"}}]'
+    subprocess.run(["ovsdb-tool", "transact", str(standalone), txn], check=True, capture_output=True)
+    ms[0].start(cs["nb"])
+    eventually(lambda: ms[0].probe_ok(cs["nb"]["readinessProbe"]), lambda: ms[0].output("nb"))
+    assert "from-the-deployment" in nbctl(ports, 0, "ls-list")
+    assert (ms[0].dirs["/var/lib/ovn"] / "ovnnb_db.db.standalone").exists()

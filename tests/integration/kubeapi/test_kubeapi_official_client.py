@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client, config, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.kubeapi.snapshot_crds import snapshot_crds
+from nodeenv.kubeapi.snapshot_crds import snapshot_crds
 from tests.kubeapi_fixture import KubeApiHandle
 
 NS = "kube-system"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.integration.kubeapi.snapshot_crds import snapshot_crds
+from nodeenv.kubeapi.snapshot_crds import snapshot_crds
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl, kubectl_json
 from tests.kubeapi_fixture import KubeApiHandle
 
@@ -42,10 +42,14 @@ def test_apply_k_overlay_with_default_validation(kube_api: KubeApiHandle, tmp_pa
 
     want = sorted(
         f"{o['kind']}.apps/{o['metadata']['name']}".lower()  # type: ignore[index]
-        for o in objects if o["kind"] in ("DaemonSet", "Deployment")
+        for o in objects if o["kind"] in ("DaemonSet", "Deployment", "StatefulSet")
     )  # fmt: skip
-    got = kubectl(kube_api, "get", "daemonsets,deployments", "-n", "kube-system", "-o", "name").split()
+    got = kubectl(
+        kube_api, "get", "daemonsets,deployments,statefulsets", "-n", "kube-system", "-o", "name"
+    ).split()
     assert sorted(got) == want and len(want) == 11
+    sts = kubectl_json(kube_api, "get", "statefulset", "ovn-central", "-n", "kube-system")
+    assert sts["spec"]["replicas"] == 3 and sts["spec"]["serviceName"] == "ovn-central"
     table = kubectl(kube_api, "get", "daemonsets", "-n", "kube-system").splitlines()
     assert table[0].split()[:6] == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE"]
     assert "node-role.kubernetes.io/control-plane=true" in next(r for r in table if "iam-webhook" in r)

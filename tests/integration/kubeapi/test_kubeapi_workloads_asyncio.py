@@ -13,7 +13,7 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.integration.kubeapi.snapshot_crds import snapshot_crds
+from nodeenv.kubeapi.snapshot_crds import snapshot_crds
 
 G, V, P = "snapshot.storage.k8s.io", "v1", "volumesnapshotclasses"
 

@@ -23,7 +23,8 @@ from tests.unit.daemonsets.rendered import (
 def test_overlay_renders_every_component() -> None:
     names = {ident(o) for o in objects()}
     for expected in (
-        "Deployment/kube-system/ovn-central",
+        "StatefulSet/kube-system/ovn-central",
+        "Service/kube-system/ovn-central",
         "DaemonSet/kube-system/ovs-node",
         "DaemonSet/kube-system/prismnet-agent",
         "Deployment/kube-system/lightningstor-csi-controller",

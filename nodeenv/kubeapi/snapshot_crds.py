@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-SCHEMAS = Path(__file__).parents[2] / "unit" / "daemonsets" / "crd_schemas" / "snapshot.storage.k8s.io.json"
+SCHEMAS = Path(__file__).parents[2] / "tests/unit/daemonsets/crd_schemas/snapshot.storage.k8s.io.json"
 _NAMES = {  # "<group>/<version> <Kind>" -> plural, shortNames
     "snapshot.storage.k8s.io/v1 VolumeSnapshotClass": ("volumesnapshotclasses", ["vsclass", "vsclasses"]),
     "groupsnapshot.storage.k8s.io/v1beta1 VolumeGroupSnapshotClass": (

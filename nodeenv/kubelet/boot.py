@@ -1,0 +1,315 @@
+"""The admin's path on one machine, as commands (`make boot`, `make boot-down`): the API double as
+the cluster, the overlay applied to it with kubectl, every workload booted from the image by the
+runner, and everything removed again.
+
+What `boot` does, in order (each step named in its output; a failed step stops it, and `down`
+removes what was made):
+1. checks: root, kubectl, podman, the image in the store (`make image`), no other userspace
+   datapath on the machine (`ovs-netdev`: one per machine), not already booted;
+2. a link `k8sh-api0` (one end of a veth pair) with --api-address/32, where the API double
+   listens: the node reaches it directly and pods over PrismNET (their egress leaves through the
+   management port to the node), standing in for the `kubernetes` Service kube-proxy would serve;
+3. the API double (`python -m nodeenv.kubeapi`) on that address, its admin kubeconfig in the run dir;
+4. as README "Install" has the admin do: the external-snapshotter CRDs, `kubectl apply -k <overlay>`,
+   k8shost-config's OVN endpoints at this node (OVS's Python library resolves no host names in the
+   image) and OVS_DATAPATH_TYPE (netdev without the openvswitch kernel module), and the webhook's
+   Secrets from `iam-webhook gen-dev-pki`;
+5. the runner (`python -m nodeenv.kubelet run`) detached, hostPaths and the CNI dirs under
+   `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's --cluster-dns (its ClusterIP is
+   an OVN load balancer the booted fiberlb-controller programs, to flashdns-controller's pods);
+6. waits until every scheduled pod whose containers are all booted is Ready (or --timeout), then
+   prints `kubectl get pods -A -o wide` and the Ready counts.
+
+Its state is `<run dir>/daemons.json` (the two processes, by PID) and `boot.json` (the link).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
+
+from nodeenv.daemons import DaemonError, DaemonTable, is_alive, start_foreground
+from nodeenv.daemons import wait_for as wait_until
+from nodeenv.image.build import image_name
+from nodeenv.image.store import ImageStore
+from nodeenv.kubeapi.snapshot_crds import snapshot_crds
+from nodeenv.kubelet.apiclient import KubeClient
+from nodeenv.kubelet.notbooted import not_booted
+from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
+
+API_ADDRESS = "198.18.0.1"
+"""RFC 2544's benchmarking range: nothing on a node uses it."""
+API_LINK, API_PEER = "k8sh-api0", "k8sh-api1"
+NS = "kube-system"
+ROOT = Path(__file__).parents[2]
+Obj = dict[str, Any]
+
+
+class BootError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BootSettings:
+    run_dir: Path
+    node_name: str
+    api_address: str
+    api_port: int
+    overlay: Path
+    datapath: str
+    timeout: float
+
+    @classmethod
+    def from_args(cls, a: argparse.Namespace) -> BootSettings:
+        ipaddress.IPv4Address(a.api_address)  # ValueError names it
+        if a.datapath not in ("auto", "system", "netdev"):
+            raise ValueError(f"--datapath must be auto, system or netdev, not {a.datapath!r}")
+        return cls(run_dir=Path(a.run_dir).resolve(), node_name=a.node_name, api_address=a.api_address,
+                   api_port=int(a.api_port), overlay=Path(a.overlay).resolve(), datapath=a.datapath,
+                   timeout=float(a.timeout))  # fmt: skip
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.run_dir / "kubeapi" / "admin.kubeconfig"
+
+    @property
+    def node_root(self) -> Path:
+        return self.run_dir / "node"
+
+    def table(self) -> DaemonTable:
+        return DaemonTable(self.run_dir / "daemons.json")
+
+
+def _say(msg: str) -> None:
+    print(f"boot: {msg}", flush=True)
+
+
+def kubectl(s: BootSettings, *args: str, stdin: str | None = None) -> str:
+    proc = subprocess.run(["kubectl", "--kubeconfig", str(s.kubeconfig), *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    if proc.returncode:
+        raise BootError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def is_booted(s: BootSettings) -> bool:
+    return any(is_alive(r) for r in s.table().load())
+
+
+def preflight(s: BootSettings, env: Mapping[str, str]) -> list[str]:
+    """What stops a boot, each with what to do about it."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("needs root (network namespaces, OVS, mounts): run as root")
+    for tool in ("kubectl", "podman", "ip"):
+        if shutil.which(tool) is None:
+            problems.append(f"{tool} is not installed (run `make setup`)")
+    store, image = ImageStore.from_env(env), image_name()
+    if shutil.which("podman") and not store.exists(image):
+        problems.append(f"the image {image} is not in {store.base}: run `make image`")
+    if Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
+        why = "another ovs-vswitchd holds the userspace datapath (one per machine)"
+        problems.append(
+            f"{USERSPACE_DATAPATH_DEV} exists: {why}; make node-down, make boot-down, or a test session"
+        )
+    if is_booted(s):
+        problems.append(f"already booted from {s.run_dir} (`make boot-down` first)")
+    return problems
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if proc.returncode:
+        raise BootError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+
+
+def datapath(s: BootSettings) -> str:
+    if s.datapath != "auto":
+        return s.datapath
+    return "system" if Path("/sys/module/openvswitch").exists() else "netdev"
+
+
+def apply_overlay(s: BootSettings, work: Path) -> None:
+    """README "Install" steps 2-4 against the API double."""
+    crds = work / "snapshot-crds.yaml"
+    crds.write_text(yaml.safe_dump_all(snapshot_crds()))
+    kubectl(s, "apply", "-f", str(crds))
+    kubectl(s, "apply", "-k", str(s.overlay))
+    data = {"OVN_NB_DB": "tcp:127.0.0.1:6641", "OVN_SB_DB": "tcp:127.0.0.1:6642",
+            "OVS_DATAPATH_TYPE": datapath(s)}  # fmt: skip
+    kubectl(
+        s, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge", "-p", json.dumps({"data": data})
+    )
+    _say(f"k8shost-config: {data}")
+    pki = work / "webhook-pki"
+    url = "https://127.0.0.1:3000/apis/iam.plasmacloud.io/v1/authenticate"
+    webhook = Path(sys.executable).parent / "iam-webhook"
+    proc = subprocess.run([str(webhook), "gen-dev-pki", "--out", str(pki), "--server-name", "127.0.0.1",
+                           "--url", url], capture_output=True, text=True)  # fmt: skip
+    if proc.returncode:
+        raise BootError(f"iam-webhook gen-dev-pki: {proc.stderr.strip()}")
+    files = json.loads(proc.stdout)
+    kubectl(s, "-n", NS, "create", "secret", "tls", "iam-webhook-tls", f"--cert={pki / 'server.crt'}",
+            f"--key={pki / 'server.key'}")  # fmt: skip
+    kubectl(
+        s, "-n", NS, "create", "secret", "generic", "iam-webhook-client-ca", f"--from-file={pki / 'ca.crt'}"
+    )
+    kubectl(
+        s, "-n", NS, "create", "configmap", "iam-webhook-keys", f"--from-file=keys.pem={files['signing_pub']}"
+    )
+
+
+def boot(s: BootSettings, env: Mapping[str, str]) -> int:
+    problems = preflight(s, env)
+    if problems:
+        for p in problems:
+            print(f"boot: cannot start: {p}", file=sys.stderr)
+        return 1
+    started = time.monotonic()
+    try:
+        _start(s, env)
+    except (BootError, DaemonError, OSError) as e:
+        print(f"boot: failed: {e}\nboot: logs in {s.run_dir}; `make boot-down` removes what was made",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    pods = wait_ready(s)
+    print(kubectl(s, "get", "pods", "-A", "-o", "wide"), end="")
+    print(summary(pods))
+    took = time.monotonic() - started
+    _say(f"took {took:.0f} s; kubectl --kubeconfig {s.kubeconfig}; `make boot-down` stops it")
+    return 0 if not waiting_for(pods) else 1
+
+
+def _start(s: BootSettings, env: Mapping[str, str]) -> None:
+    s.run_dir.mkdir(parents=True, exist_ok=True)
+    (s.run_dir / "boot.json").write_text(json.dumps({"link": API_LINK, "address": s.api_address}))
+    if not Path(f"/sys/class/net/{API_LINK}").exists():
+        # a veth pair, not a dummy link: kernels without the dummy module (containers) have veth
+        _ip("link", "add", API_LINK, "type", "veth", "peer", "name", API_PEER)
+    _ip("addr", "replace", f"{s.api_address}/32", "dev", API_LINK)
+    for dev in (API_LINK, API_PEER):
+        _ip("link", "set", dev, "up")
+    _say(f"{API_LINK} {s.api_address}/32: the API's address")
+    py, table = sys.executable, s.table()
+    port_file = s.run_dir / "kubeapi.json"
+    port_file.unlink(missing_ok=True)
+    argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", s.api_address,
+            "--port", str(s.api_port), "--port-file", str(port_file)]  # fmt: skip
+    _, proc = start_foreground(
+        "kubeapi", argv, s.run_dir / "kubeapi.log", {**env, "PYTHONPATH": str(ROOT)}, table
+    )
+    wait_until(port_file.exists, "the API double", 30, proc)
+    _say(f"API double at {json.loads(port_file.read_text())['url']} (log {s.run_dir / 'kubeapi.log'})")
+    apply_overlay(s, s.run_dir)
+    _say(f"applied {s.overlay} with kubectl")
+    dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
+    argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
+            "--node-root", str(s.node_root), "--state-dir", str(s.run_dir / "pods"),
+            "--cluster-dns", dns]  # fmt: skip
+    start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
+    _say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
+
+
+def _ready(p: Obj) -> bool:
+    conds = (p.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def waiting_for(pods: list[Obj]) -> list[str]:
+    """Scheduled pods whose containers are all booted but that are not Ready (yet)."""
+    return [
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in pods
+        if p["spec"].get("nodeName")
+        and not _ready(p)
+        and not any(not_booted(c.get("image", "")) for c in p["spec"]["containers"])
+    ]
+
+
+def wait_ready(s: BootSettings) -> list[Obj]:
+    client = KubeClient.from_kubeconfig(s.kubeconfig)
+    deadline, pods = time.monotonic() + s.timeout, []
+    while time.monotonic() < deadline:
+        pods = client.list("/api/v1", "pods")
+        if pods and not waiting_for(pods):
+            break
+        time.sleep(2)
+    return pods
+
+
+def summary(pods: list[Obj]) -> str:
+    ready = [p for p in pods if _ready(p)]
+    pending = [p for p in pods if not p["spec"].get("nodeName")]
+    partial = [p for p in pods if any(not_booted(c.get("image", "")) for c in p["spec"]["containers"])]
+    lines = [f"Ready: {len(ready)}/{len(pods)} pods"]
+    if pending:
+        lines.append(f"Pending (Unschedulable on one node: host ports or anti-affinity): {len(pending)}")
+    if partial:
+        names = ", ".join(sorted(p["metadata"]["name"] for p in partial))
+        lines.append(f"with containers not booted (README 'Not booted'): {names}")
+    late = waiting_for(pods)
+    if late:
+        lines.append(f"not Ready: {', '.join(late)} (see kubectl describe / the runner's log)")
+    return "\n".join(lines)
+
+
+def status(s: BootSettings) -> int:
+    if not is_booted(s):
+        print(f"not booted (nothing running from {s.run_dir})")
+        return 1
+    print(kubectl(s, "get", "pods", "-A", "-o", "wide"), end="")
+    print(summary(KubeClient.from_kubeconfig(s.kubeconfig).list("/api/v1", "pods")))
+    return 0
+
+
+def _node_internal_ports(s: BootSettings) -> set[str]:
+    """The userspace datapath's taps the node's ovs-vswitchd made (it leaves them behind when it stops)."""
+    db = s.node_root / "run/openvswitch/db.sock"
+    if not db.exists():
+        return set()
+    argv = ["ovs-vsctl", f"--db=unix:{db}", "--timeout=5", "--bare", "--columns=name", "find", "Interface",
+            "type=internal"]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True).stdout
+    return {USERSPACE_DATAPATH_DEV, *out.split()}
+
+
+def _mounts_below(path: Path) -> list[str]:
+    prefix = str(path) + "/"
+    return [
+        m.split()[1]
+        for m in Path("/proc/self/mounts").read_text().splitlines()
+        if m.split()[1].startswith(prefix)
+    ]
+
+
+def down(s: BootSettings) -> int:
+    if not s.run_dir.exists():
+        print(f"boot-down: nothing to stop ({s.run_dir} does not exist)")
+        return 0
+    taps = _node_internal_ports(s)
+    stopped = s.table().stop_all(timeout=120)  # the runner first: it stops pods, then the API goes
+    links = {p.name for p in Path("/sys/class/net").iterdir()}
+    for dev in sorted(taps & links) + ([API_LINK] if API_LINK in links else []):  # its peer goes with it
+        subprocess.run(["ip", "link", "del", dev], capture_output=True)
+    left = _mounts_below(s.run_dir)
+    if left:
+        print(
+            f"boot-down: mounts left below {s.run_dir}, not removing it: {', '.join(left)}", file=sys.stderr
+        )
+        return 1
+    shutil.rmtree(s.run_dir)
+    print(f"boot-down: stopped {', '.join(stopped) or 'nothing'}; removed {API_LINK}, {len(taps & links)} "
+          f"datapath links and {s.run_dir}")  # fmt: skip
+    return 0

@@ -1,0 +1,113 @@
+"""python -m nodeenv.kubelet: the kubelet-like runner, and the newcomer's path built on it.
+
+  run     the runner in the foreground against a cluster's API (--kubeconfig): registers the Node,
+          plays the workload controllers and kubelet for it, until SIGTERM/SIGINT (then stops every
+          container and pod sandbox it started)
+  boot    the admin's path on this machine (`make boot`): the API double on --api-address, the
+          snapshot CRDs and `kubectl apply -k <overlay>`, the k8shost-config values this machine
+          needs and the webhook's dev Secrets, then `run` detached; waits until the pods are Ready
+          and prints `kubectl get pods -A -o wide` with the Ready counts
+  down    stop what `boot` started (by PID), remove its links, mounts and run dir (`make boot-down`)
+  status  the pods and Ready counts of a booted node
+
+Every flag has an environment fallback (shown in --help).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from common.jsonlog import setup_logging
+from nodeenv.image.store import ImageStore
+from nodeenv.kubelet import boot
+from nodeenv.kubelet.apiclient import KubeClient
+from nodeenv.kubelet.runner import Runner, RunnerSettings
+from nodeenv.kubelet.sandbox import CniConfig
+
+log = logging.getLogger("nodeenv.kubelet")
+COMMANDS = ("run", "boot", "down", "status")
+_FLAGS = (  # flag, env, default, help
+    ("--run-dir", "K8SHOST_BOOT_DIR", ".run-boot", "boot/down/status: run dir (state, logs, node root)"),
+    ("--kubeconfig", "KUBECONFIG", "", "run: the cluster's kubeconfig (server, CA, token)"),
+    ("--node-name", "K8SHOST_NODE_NAME", "node-1", "the Node this runner is"),
+    ("--node-ip", "K8SHOST_NODE_IP", "127.0.0.1", "run: the Node's InternalIP (hostNetwork pods' podIP)"),
+    ("--node-root", "K8SHOST_NODE_ROOT", "", "run: hostPath volumes and the CNI dirs live under it"),
+    ("--state-dir", "K8SHOST_POD_STATE_DIR", "", "run: pod directories (volumes)"),
+    ("--cni-conf-dir", "K8SHOST_CNI_CONF_DIR", "/etc/cni/net.d", "run: CNI conf dir (under the node root)"),
+    ("--cni-bin-dirs", "K8SHOST_CNI_BIN_DIRS", "/opt/cni/bin,/usr/lib/cni", "run: CNI plugin dirs"),
+    ("--cluster-dns", "K8SHOST_CLUSTER_DNS", "",
+     "run: kubelet's --cluster-dns, comma-separated (none: pods get the node's resolv.conf)"),
+    ("--cluster-domain", "K8SHOST_CLUSTER_DOMAIN", "cluster.local", "run: kubelet's --cluster-domain"),
+    ("--api-address", "K8SHOST_BOOT_API_ADDRESS", boot.API_ADDRESS,
+     "boot: the API double's address, on the link k8sh-api0 (pods reach it over PrismNET)"),
+    ("--api-port", "K8SHOST_BOOT_API_PORT", "6443", "boot: the API double's HTTPS port"),
+    ("--overlay", "K8SHOST_OVERLAY", "daemonsets/overlays/k3s", "boot: what `kubectl apply -k` applies"),
+    ("--datapath", "K8SHOST_OVS_DATAPATH", "auto",
+     "boot: OVS_DATAPATH_TYPE for br-int (system, netdev; auto: netdev without the openvswitch module)"),
+    ("--timeout", "K8SHOST_BOOT_TIMEOUT", "240", "boot: seconds to wait for the pods to be Ready"),
+    ("--log-level", "K8SHOST_LOG_LEVEL", "info", "log level"),
+)  # fmt: skip
+
+
+def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m nodeenv.kubelet",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("command", choices=COMMANDS)
+    for flag, var, default, text in _FLAGS:
+        p.add_argument(flag, default=env.get(var, default), help=f"{text} (env {var}; default {default!r})")
+    return p
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """The runner in the foreground until SIGTERM/SIGINT."""
+    if not args.kubeconfig or not args.node_root or not args.state_dir:
+        print("run: --kubeconfig, --node-root and --state-dir are required", file=sys.stderr)
+        return 2
+    root = Path(args.node_root).resolve()
+    store = ImageStore.from_env(env)
+    cni = CniConfig(Path(args.cni_conf_dir), tuple(args.cni_bin_dirs.split(",")), node_root=root)
+    settings = RunnerSettings(node_name=args.node_name, node_ip=args.node_ip, node_root=root,
+                              state_dir=Path(args.state_dir).resolve(), cni=cni,
+                              cluster_dns=tuple(a for a in args.cluster_dns.split(",") if a),
+                              cluster_domain=args.cluster_domain,
+                              podman_env={"HOME": env.get("HOME", "/root"), "PATH": env.get("PATH", ""),
+                                          **store.env()})  # fmt: skip
+    runner = Runner(settings, KubeClient.from_kubeconfig(Path(args.kubeconfig)))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info("runner for node %s: hostPaths under %s, API %s", args.node_name, root, runner.client.server)
+    try:
+        runner.run(stop)
+    finally:
+        log.info("stopping: every pod's containers, then its sandbox")
+        runner.shutdown()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    args = build_parser(env).parse_args(sys.argv[1:] if argv is None else list(argv))
+    setup_logging(args.log_level, json_format=False)
+    if args.command == "run":
+        return run(args, env)
+    try:
+        settings = boot.BootSettings.from_args(args)
+    except ValueError as e:
+        print(f"{args.command}: {e}", file=sys.stderr)
+        return 2
+    if args.command == "boot":
+        return boot.boot(settings, env)
+    if args.command == "down":
+        return boot.down(settings)
+    return boot.status(settings)
