@@ -1,16 +1,14 @@
 """The cluster soak's churn and invariants: pods ADDed and DELeted on every node through that node's
-installed plugin and conflist (run in the node's namespace, as its runtime does), and traffic between
-pods on different nodes over Geneve (ICMP, and a TCP transfer checked end to end).
+installed plugin and conflist (nodeenv/cluster/churn.py's ClusterPods, as the fault tests do), and
+traffic between pods on different nodes over Geneve (ICMP, and a TCP transfer checked end to end).
 
 Invariants: nodeenv/cluster/invariants.py against the live pods (the fault tests' check), and no pod
 namespace of the soak left."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import os
 import random
 import subprocess
 import sys
@@ -21,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from nodeenv.cluster import invariants
+from nodeenv.cluster.churn import ClusterPods, LivePod
 from nodeenv.cluster.cluster import Cluster, ClusterNode
-from nodeenv.cluster.invariants import PodRef
 from nodeenv.cluster.underlay import list_netns
-from nodeenv.cni_component import installed_runtime
 from nodeenv.ovn_central import DATABASES, central_dir, cluster_status
 
 log = logging.getLogger(__name__)
@@ -34,38 +31,9 @@ TRANSFER = 256 * 1024
 
 
 @dataclass
-class SoakPod:
-    node: ClusterNode
-    netns: str
-    cid: str
-    args: str
-    result: dict[str, object]
-    added: float = field(default_factory=time.monotonic)
-
-    @property
-    def name(self) -> str:
-        return self.args.rsplit("K8S_POD_NAME=", 1)[1]
-
-    @property
-    def namespace(self) -> str:
-        return self.args.split("K8S_POD_NAMESPACE=", 1)[1].split(";")[0]
-
-    @property
-    def lsp(self) -> str:
-        return PodRef(self.node.name, self.namespace, self.name, self.cid, "").lsp
-
-    @property
-    def ip(self) -> str:
-        ips = self.result["ips"]
-        assert isinstance(ips, list)
-        return str(ips[0]["address"]).split("/")[0]
-
-
-@dataclass
 class ClusterChurn:
     cluster: Cluster
     env: dict[str, str]
-    pods: list[SoakPod] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     step_no: int = 0
@@ -73,7 +41,17 @@ class ClusterChurn:
     """(step, when) of the live soak Services, oldest first"""
     late: list[tuple[str, float, float]] = field(default_factory=list)
     """(from->to node, the target's age at the first lost ping, its age when one answered)"""
-    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    added: dict[str, float] = field(default_factory=dict)
+    """container id -> when its ADD returned"""
+
+    def __post_init__(self) -> None:
+        self.net = ClusterPods(self.cluster, tag="s", attempts=1)  # a failed ADD is the soak's error
+        self.nodes = {n.name: n for n in self.cluster.nodes}
+
+    @property
+    def pods(self) -> list[LivePod]:
+        """The live pods, oldest first."""
+        return list(self.net.live.values())
 
     def step(self) -> None:
         """A pod ADD (with a DEL of the node's oldest beyond PODS_PER_NODE) on the next node; every
@@ -91,38 +69,24 @@ class ClusterChurn:
 
     def pod(self) -> None:
         node = self.cluster.nodes[self.step_no % len(self.cluster.nodes)]
-        mine = [p for p in self.pods if p.node is node]
+        mine = [p for p in self.pods if p.node == node.name]
         if len(mine) >= PODS_PER_NODE:
             self.delete(mine[0])
             self.counts["delete"] += 1
-        n = next(self._ids)
-        netns = f"{self.cluster.settings.prefix}-s{os.getpid()}-{n}"
-        subprocess.run(["ip", "netns", "add", netns], check=True)
-        cid = f"soak{node.name}x{n:06d}".ljust(32, "0")
-        args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE=soak-{n % 3};K8S_POD_NAME=p{n}"
-        call = installed_runtime(node.env, chained=False).add(cid, f"/run/netns/{netns}", args=args)
-        if call.rc != 0:
-            self._drop(node, netns, cid, args, None)
-            raise RuntimeError(f"ADD on {node.name}: {call.out} {call.stderr.strip()[-200:]}")
-        self.pods.append(SoakPod(node, netns, cid, args, call.out))
+        pod, outcome = self.net.add(node, f"soak-{self.step_no % 3}")
+        if pod is None:
+            raise RuntimeError(f"ADD on {node.name}: {outcome.error[-200:]}")
+        self.added[pod.ref.container_id] = time.monotonic()
 
-    def delete(self, pod: SoakPod) -> None:
-        self.pods.remove(pod)
-        self._drop(pod.node, pod.netns, pod.cid, pod.args, pod.result)
-
-    def _drop(
-        self, node: ClusterNode, netns: str, cid: str, args: str, result: dict[str, object] | None
-    ) -> None:
-        call = installed_runtime(node.env, chained=False).delete(
-            cid, f"/run/netns/{netns}", result, args=args
-        )
-        subprocess.run(["ip", "netns", "del", netns], capture_output=True)
-        if call.rc != 0:
-            raise RuntimeError(f"DEL on {node.name}: {call.out} {call.stderr.strip()[-200:]}")
+    def delete(self, pod: LivePod) -> None:
+        self.added.pop(pod.ref.container_id, None)
+        if not self.net.delete(pod, self.nodes[pod.node]):
+            self.net.delete(pod)  # forgotten with its namespace: the invariants show what is left
+            raise RuntimeError(f"DEL of {pod.ref.name} on {pod.node} failed")
 
     def traffic(self) -> None:
         """A ping and a TCP transfer (sha256 checked) between two pods on different nodes."""
-        pairs = [(a, b) for a in self.pods for b in self.pods if a.node is not b.node]
+        pairs = [(a, b) for a in self.pods for b in self.pods if a.node != b.node]
         if not pairs:
             return
         a, b = random.choice(pairs)
@@ -138,14 +102,12 @@ class ClusterChurn:
                                   capture_output=True, text=True, timeout=30)  # fmt: skip
             out = json.loads(sent.stdout or "{}")
             if sent.returncode or not out.get("intact"):
-                raise RuntimeError(
-                    f"TCP {a.node.name}->{b.node.name}: {sent.stdout.strip()} {sent.stderr[-200:]}"
-                )
+                raise RuntimeError(f"TCP {a.node}->{b.node}: {sent.stdout.strip()} {sent.stderr[-200:]}")
         finally:
             sink.kill()
             sink.wait()
 
-    def _ping(self, a: SoakPod, b: SoakPod) -> None:
+    def _ping(self, a: LivePod, b: LivePod) -> None:
         """Pings until one answers (10 s at most): a pod just ADDed on one node is reachable from
         another once that node's ovn-controller has its binding, which the ADD does not wait for.
         A first ping lost is recorded with the target's age."""
@@ -155,12 +117,14 @@ class ClusterChurn:
                                   capture_output=True, text=True)  # fmt: skip
             if ping.returncode == 0:
                 if lost_at >= 0:
-                    self.late.append((f"{a.node.name}->{b.node.name}", lost_at, time.monotonic() - b.added))
+                    self.late.append(
+                        (f"{a.node}->{b.node}", lost_at, time.monotonic() - self.added[b.ref.container_id])
+                    )
                 return
-            lost_at = time.monotonic() - b.added if lost_at < 0 else lost_at
+            lost_at = time.monotonic() - self.added[b.ref.container_id] if lost_at < 0 else lost_at
             if time.monotonic() > deadline:
-                why = unreachable_evidence(self.cluster, self.env, a, b)
-                raise RuntimeError(f"ping {a.node.name}->{b.node.name} ({b.ip}) failed for 10 s: {why}")
+                why = unreachable_evidence(self.nodes, self.env, a, b)
+                raise RuntimeError(f"ping {a.node}->{b.node} ({b.ip}) failed for 10 s: {why}")
 
     def _kubectl(self, *args: str, stdin: dict[str, Any] | None = None) -> str:
         argv = ["kubectl", f"--kubeconfig={self.env['KUBECONFIG']}", "--request-timeout=10s", *args]
@@ -173,7 +137,7 @@ class ClusterChurn:
     def service(self) -> None:
         """A LoadBalancer Service whose EndpointSlice holds one live pod of each node; the one made
         six steps before deleted (the controllers write and remove its OVN load balancer)."""
-        n, by_node = self.step_no, {p.node.name: p.ip for p in self.pods}
+        n, by_node = self.step_no, {p.node: p.ip for p in self.pods}
         svc = {
             "apiVersion": "v1",
             "kind": "Service",
@@ -234,7 +198,7 @@ class ClusterChurn:
             ]
             out = subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.split()
             if not out or out[0].count(".") != 3:
-                raise RuntimeError(f"DNS {fqdn} from a pod on {pod.node.name}: {out or 'no answer'}")
+                raise RuntimeError(f"DNS {fqdn} from a pod on {pod.node}: {out or 'no answer'}")
             self.counts["dns answered"] += 1
 
     def finish(self) -> None:
@@ -245,11 +209,9 @@ class ClusterChurn:
         for ns in self._kubectl("get", "namespaces", "-o", "name").split():
             if ns.split("/")[1].startswith("soak-"):
                 self._kubectl("delete", ns, "--wait=false")
-        for pod in list(self.pods):
-            try:
-                self.delete(pod)
-            except RuntimeError as e:
-                self.errors[f"finish: {str(e)[:160]}"] += 1
+        for error in self.net.delete_all():
+            self.errors[f"finish: {error}"] += 1
+        self.added.clear()
 
 
 def raft_terms(cluster: Cluster) -> dict[str, int]:
@@ -267,16 +229,16 @@ def raft_terms(cluster: Cluster) -> dict[str, int]:
     return out
 
 
-def unreachable_evidence(cluster: Cluster, env: dict[str, str], a: SoakPod, b: SoakPod) -> str:
+def unreachable_evidence(nodes: dict[str, ClusterNode], env: dict[str, str], a: LivePod, b: LivePod) -> str:
     """What each side knows of a pod another node cannot reach: its SB binding (chassis, up) and
     both nodes' ovn-controller connection to the SB."""
     sb = subprocess.run(
         ["ovn-sbctl", f"--db={env['OVN_SB_DB']}", "--timeout=10", "--bare", "--columns=chassis,up",
-         "find", "Port_Binding", f"logical_port={b.lsp}"],
+         "find", "Port_Binding", f"logical_port={b.ref.lsp}"],
         capture_output=True, text=True,
     ).stdout.split()  # fmt: skip
     status = []
-    for node in (a.node, b.node):
+    for node in (nodes[a.node], nodes[b.node]):
         ctls = sorted(central_dir(node.node).glob("ovn-controller.*.ctl"))  # OVN_RUNDIR: <name>.<pid>.ctl
         argv = ["ovn-appctl", "-t", str(ctls[-1]) if ctls else "ovn-controller", "connection-status"]
         ctl = subprocess.run(argv, capture_output=True, text=True).stdout.strip()
@@ -288,11 +250,11 @@ def _peer(netns: str, *args: str) -> list[str]:
     return ["ip", "netns", "exec", netns, sys.executable, PEER, *args]
 
 
-def cluster_invariants(cluster: Cluster, live: list[SoakPod]) -> list[str]:
+def cluster_invariants(cluster: Cluster, live: list[LivePod]) -> list[str]:
     """nodeenv.cluster.invariants against the live pods (every pod's port in NB, OVS, SB and as a
     host veth on its node, installed; no port, veth or address without its pod; unique addresses;
     each node's egress set), and no soak pod namespace without its pod."""
-    refs = [PodRef(p.node.name, p.namespace, p.name, p.cid, p.ip) for p in live]
+    refs = [p.ref for p in live]
     try:
         problems = invariants.check(cluster, refs)
     except invariants.Unreadable as e:  # a database that did not answer (seen once under load): again
