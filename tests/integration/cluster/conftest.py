@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,6 +19,9 @@ from nodeenv.cluster.underlay import list_netns
 from nodeenv.cni_component import installed_runtime
 from nodeenv.daemons import is_alive
 from tests.conftest import require_ovn
+
+if TYPE_CHECKING:
+    from tests.integration.cluster.kube import Api
 
 PREFIX = "k8sht"
 CLUSTER_CIDR = "10.98.0.0/16"
@@ -123,6 +127,18 @@ def pods() -> Iterator[Pods]:
     p = Pods([])
     yield p
     p.delete_all()
+
+
+@pytest.fixture(scope="module")
+def api(cluster: Cluster) -> Iterator[Api]:
+    """The cluster's API as the admin; whatever a module's tests created through it is deleted after."""
+    from tests.integration.cluster.kube import Api as ClusterApi  # kube.py imports Pod from here
+
+    a = ClusterApi(cluster)
+    try:
+        yield a
+    finally:
+        a.delete_all()
 
 
 @pytest.fixture(scope="module")

@@ -38,15 +38,6 @@ Case = tuple[str, str, int, bool]
 
 
 @pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Iterator[Api]:
-    a = Api(cluster)
-    try:
-        yield a
-    finally:
-        a.delete_all()
-
-
-@pytest.fixture(scope="module")
 def peers(cluster: Cluster, api: Api) -> Iterator[dict[str, Pod]]:
     """web (node1) and its peers by name: fe-node<i> on every node, other-node1/3, fe-npy-node2."""
     n1, n2, n3 = cluster.nodes

@@ -56,15 +56,6 @@ def nbctl(cluster: Cluster, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def api(cluster: Cluster) -> Iterator[Api]:
-    a = Api(cluster)
-    try:
-        yield a
-    finally:
-        a.delete_all()
-
-
-@pytest.fixture(scope="module")
 def web(cluster: Cluster, api: Api) -> Iterator[Web]:
     """Service svc/web (LoadBalancer, TCP 80 and UDP 53 -> 8080) backed by one pod on node2 and one
     on node3, each answering its own name; once fiberlb-controller's load balancer is on every chassis."""
