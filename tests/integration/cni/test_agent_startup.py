@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from nodeenv.daemons import free_port
+from tests.waiting import eventually
 
 SCHEMAS = {
     "ovs": Path("/usr/share/openvswitch/vswitch.ovsschema"),
@@ -38,15 +38,6 @@ def get(url: str) -> tuple[int, str]:
         return e.code, e.read().decode()
     except OSError as e:
         return 0, str(e)
-
-
-def eventually(check: Callable[[], bool], what: Callable[[], str], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what()}")
 
 
 class Servers:

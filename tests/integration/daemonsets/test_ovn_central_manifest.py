@@ -17,8 +17,7 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import pytest
 from nodeenv.daemons import free_port
 from tests.conftest import require_ovn
 from tests.unit.daemonsets.rendered import find
+from tests.waiting import eventually
 
 NO_CAPS = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"]
 HOSTS = 'mount --bind "$0" /etc/hosts && mount --bind "$0.resolv" /etc/resolv.conf && exec "$@"'
@@ -90,15 +90,6 @@ class Member:
         for pidfile in self.dirs["/var/run/ovn"].glob("*.pid"):  # a daemon that outlived its shell
             with contextlib.suppress(ValueError, ProcessLookupError):
                 os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
-
-
-def eventually(check: Callable[[], bool], what: Callable[[], str], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {what()}")
 
 
 @pytest.fixture
