@@ -62,7 +62,8 @@ WRITES = int(os.environ.get("CLUSTER_WRITES", "200"))
 NB_KILLS = int(os.environ.get("CLUSTER_NB_KILLS", "3"))
 """How often the NB leader is killed (its recovery varies with which member northd tries next)."""
 NAMESPACES = 4
-PREFIX = "k8shb"
+PREFIX = os.environ.get("CLUSTER_PREFIX", "k8shb")
+"""Its namespaces' prefix (another cluster running with the same prefix makes cluster-up refuse)."""
 CHURN, PROBE = "bench-churn", "bench-probe"
 SCOPE = (CHURN, PROBE, *(f"dens-{i}" for i in range(NAMESPACES)))
 REPO = Path(__file__).resolve().parent.parent
