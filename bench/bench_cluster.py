@@ -281,8 +281,8 @@ def failovers(c: Cluster, pods: ClusterPods, probes: dict[str, LivePod]) -> list
 
 @contextmanager
 def bench_cluster() -> Iterator[tuple[Cluster, ClusterPods]]:
-    run = Path(tempfile.mkdtemp(prefix="k8shb-"))
-    c = Cluster(ClusterSettings(run_dir=run / "cluster", nodes=3, prefix=PREFIX, cluster_cidr="10.95.0.0/16",
+    run = Path(tempfile.mkdtemp(prefix="kb", dir="/tmp"))  # short: unix socket paths below it
+    c = Cluster(ClusterSettings(run_dir=run / "c", nodes=3, prefix=PREFIX, cluster_cidr="10.95.0.0/16",
                                 ovn_central="raft"))  # fmt: skip
     t0 = time.monotonic()
     c.up()
