@@ -2,9 +2,10 @@
 no CNI at all.
 
 Each "pod" is a netns with a veth whose host end is up beforehand in its node's namespace (round-
-robin over the nodes, as the CNI batch); per port one `ovn-nbctl lsp-add ... -- lsp-set-addresses
-... -- lsp-set-port-security` to the NB remote list (through the RAFT leader) and one `ovs-vsctl
---no-wait add-port ... iface-id=...` to its node's OVSDB, as a script would do it, timed until that
+robin over the nodes, as the CNI batch); per port, inside that node's namespace as a script on the
+node would run them, one `ovn-nbctl lsp-add ... -- lsp-set-addresses ... -- lsp-set-port-security`
+to the node's NB remote list (over the underlay, to the RAFT leader, as its agent connects) and one
+`ovs-vsctl --no-wait add-port ... iface-id=...` to its node's OVSDB, timed until that
 node's ovn-controller sets `ovn-installed`, at the same concurrency. It runs on the density
 batches' namespace switches once their pods are gone (addresses from .10 up) and removes its ports.
 """
@@ -44,7 +45,9 @@ def cluster_floor(c: Cluster, n: int, conc: int, switch_names: list[str], labels
     }
     monitors = {ns: RawOvsdb(e["OVS_DB"], "Open_vSwitch", {"Interface": ["name", "external_ids"]})
                 for ns, e in envs.items()}  # fmt: skip
-    binders = {ns: bind_nbctl(e, e["OVS_BRIDGE"]) for ns, e in envs.items()}
+    # inside the node, to the NB over its underlay remotes: the path its agent's NB connection takes
+    binders = {x.netns: bind_nbctl({**envs[x.netns], "OVN_NB_DB": x.env["OVN_NB_DB"]}, bridge(x.env), x.netns)
+               for x in nodes}  # fmt: skip
 
     def one(p: FloorPort) -> float:
         return until_installed(p, binders[p.node_netns], monitors[p.node_netns])

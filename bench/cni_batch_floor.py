@@ -144,11 +144,16 @@ def remove_ports(ports: list[FloorPort], e: dict[str, str] | Callable[[FloorPort
         subprocess.run(["ip", "netns", "del", p.netns], capture_output=True)
 
 
-def bind_nbctl(e: dict[str, str], bridge: str) -> Callable[[FloorPort], None]:
+def bind_nbctl(e: dict[str, str], bridge: str, netns: str = "") -> Callable[[FloorPort], None]:
+    """ovn-nbctl + ovs-vsctl per port; inside `netns` (a cluster node's, with its own NB remotes)
+    when given, as a script on that node would run them."""
+    inside = ["ip", "netns", "exec", netns] if netns else []
+
     def bind(p: FloorPort) -> None:
         addr = f"{p.mac} {p.ip}"
         subprocess.run(
             [
+                *inside,
                 "ovn-nbctl",
                 f"--db={e['OVN_NB_DB']}",
                 "lsp-add",
@@ -168,6 +173,7 @@ def bind_nbctl(e: dict[str, str], bridge: str) -> Callable[[FloorPort], None]:
         )
         subprocess.run(
             [
+                *inside,
                 "ovs-vsctl",
                 f"--db={e['OVS_DB']}",
                 "--no-wait",
