@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from nodeenv.cluster import faults
 from nodeenv.cluster.cluster import Cluster, ClusterNode
 from nodeenv.cluster.control import CONTROLLERS, LEASE_NAMESPACE
 from nodeenv.daemons import DaemonError
@@ -93,6 +94,23 @@ def wait_handovers(
             )
         time.sleep(0.05)
     return done
+
+
+def kill_leaders_node(
+    cluster: Cluster, client: KubeClient, program: str = "fiberlb-controller"
+) -> tuple[ClusterNode, ClusterNode, list[Handover]]:
+    """Kill the node whose replica holds `program`'s Lease (every daemon SIGKILLed,
+    nodeenv/cluster/faults.py) and wait until the other replicas hold every Lease that was held
+    there: the node killed, the node that took over, and the handovers."""
+    before = holders(client)
+    victim = next((n for n in cluster.nodes if n.name == before[program].node), None)
+    if victim is None:
+        raise DaemonError(f"{program}'s Lease is not held by a replica on a node: {before[program]}")
+    others = [n for n in cluster.controller_nodes() if n is not victim]
+    killed_at = faults.kill_node(victim)
+    handed = wait_handovers(client, before, victim.name, killed_at)
+    survivor = next(n for n in others if n.name == handed[0].after)
+    return victim, survivor, handed
 
 
 def replica_of(event: Event, nodes_by_address: Mapping[str, str]) -> tuple[str, str] | None:

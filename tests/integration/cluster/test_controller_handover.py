@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from controllers.netpol.translate import policy_group
-from nodeenv.cluster import faults, recovery
+from nodeenv.cluster import recovery
 from nodeenv.cluster.churn import ClusterPods
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.replicas import (
     addresses,
     holders,
+    kill_leaders_node,
     requests_by_replica,
-    wait_handovers,
     writes_while_not_leading,
 )
 from nodeenv.cluster.settings import ClusterSettings
@@ -74,14 +74,12 @@ def test_killing_the_leaders_node_hands_over_and_the_new_leader_works(replicated
         assert web is not None, outcome
         servers.start(web.netns, "web", 8080)
         before = holders(client)
-        victim = next(n for n in c.nodes if n.name == before["fiberlb-controller"].node)
-        (survivor,) = [n for n in c.controller_nodes() if n is not victim]
-        killed_at = faults.kill_node(victim)
-        handed = wait_handovers(client, before, victim.name, killed_at)
+        victim, survivor, handed = kill_leaders_node(c, client, "fiberlb-controller")
         print("\n" + "\n".join(h.line() for h in handed))
-        assert "fiberlb-controller" in {h.program for h in handed}
+        assert victim.name == before["fiberlb-controller"].node
+        assert {h.program for h in handed} == {p for p, h in before.items() if h.node == victim.name}
         for h in handed:
-            assert h.after == survivor.name, h
+            assert h.after == survivor.name != victim.name, h
             assert h.lease_duration - RETRY_PERIOD <= h.seconds <= h.lease_duration + 2 * RETRY_PERIOD, (
                 h.line()
             )
