@@ -89,13 +89,17 @@ class Cluster:
                           install_root=run / "root", netns=self.underlay.node_netns(name))  # fmt: skip
         return ClusterNode(name, index, s.node_address(index), Node(ns, []))
 
-    def node_components(self, central: dict[str, str], index: int = 0) -> list[Component]:
-        """What runs on node `index`, in order (the cluster's central endpoints known): what every
-        node runs, then the controllers' replicas if it is one of the nodes that host them."""
+    def node_components(self, central: dict[str, str]) -> list[Component]:
+        """What runs on every node, in order (the cluster's central endpoints known)."""
         cni = CniComponent(cluster_cidr=self.settings.cluster_cidr)
         chassis = NodeChassis(central, self.settings.underlay.prefixlen)
-        replicas = controller_replicas() if self.settings.runs_controllers(index) else []
-        return [chassis, cni, *node_services(self.control.endpoints), *replicas]
+        return [chassis, cni, *node_services(self.control.endpoints)]
+
+    def components_of(self, n: ClusterNode, central: dict[str, str]) -> list[Component]:
+        """What node `n` runs: what every node runs, then a replica of each cluster-wide controller
+        if it is one of the nodes that run them."""
+        replicas = controller_replicas() if self.settings.runs_controllers(n.index) else []
+        return [*self.node_components(central), *replicas]
 
     def controller_nodes(self) -> list[ClusterNode]:
         """The nodes that run a replica of each cluster-wide controller."""
@@ -134,7 +138,7 @@ class Cluster:
                 register_node(KubeClient.from_kubeconfig(Path(control["KUBECONFIG"])), n.name, n.address,
                               {"k8shost.plasmacloud.io/cluster": self.settings.prefix})  # fmt: skip
                 self.underlay.attach(n.index, n.name)
-                n.node.components = self.node_components(central, n.index)
+                n.node.components = self.components_of(n, central)
                 n.node.up()
             self._learn_tunnel_neighbours()
         except BaseException:
@@ -165,7 +169,7 @@ class Cluster:
             self.underlay.attach(n.index, n.name)
             register_node(KubeClient.from_kubeconfig(Path(env["KUBECONFIG"])), n.name, n.address,
                           {"k8shost.plasmacloud.io/cluster": self.settings.prefix})  # fmt: skip
-            n.node.components = self.node_components(central, n.index)
+            n.node.components = self.components_of(n, central)
             n.node.up()
         except BaseException:
             log.error("%s failed to join; removing it", n.name)
@@ -183,7 +187,7 @@ class Cluster:
         a node-controller releases when the Node is deleted."""
         from nodeenv.daemons import is_alive  # here, not at the top: keeps merges with other branches easy
 
-        n.node.components = n.node.components or self.node_components(self._central_env(), n.index)
+        n.node.components = n.node.components or self.components_of(n, self._central_env())
         for rec in n.node.daemons.load():
             if not is_alive(rec):  # killed on purpose: forgotten, not kept as a fault's evidence
                 n.node.daemons.stop(rec.name)
@@ -279,7 +283,7 @@ class Cluster:
         """A node's components need the central endpoints (for cleanup after a crash as well)."""
         central_env = self.settings.run_dir / "central" / "node.env"
         central = read_env_file(central_env) if central_env.exists() else {}
-        n.node.components = self.node_components(central, n.index)
+        n.node.components = self.components_of(n, central)
 
     def parts(self) -> dict[str, Node]:
         """Every part of the cluster by label: control, central and each node (the controllers'

@@ -29,8 +29,10 @@ def test_the_api_double_also_listens_on_the_central_address_in_the_underlay_and_
 def test_the_first_two_nodes_run_a_replica_of_each_controller_after_their_services(tmp_path: Path) -> None:
     c = Cluster(ClusterSettings(run_dir=tmp_path, nodes=3))
     every = ["ovn-chassis", "prismnet-cni", "given", "node-routing", "flashdns-controller", "csi"]
-    names = {i: [comp.name for comp in c.node_components(CENTRAL, i)] for i in (1, 2, 3)}
-    assert names == {1: [*every, "controller-replicas"], 2: [*every, "controller-replicas"], 3: every}
+    names = {n.name: [comp.name for comp in c.components_of(n, CENTRAL)] for n in c.nodes}
+    assert names == {"node1": [*every, "controller-replicas"], "node2": [*every, "controller-replicas"],
+                     "node3": every}  # fmt: skip
+    assert [comp.name for comp in c.node_components(CENTRAL)] == every, "what every node runs"
     assert [n.name for n in c.controller_nodes()] == ["node1", "node2"]
     one = Cluster(ClusterSettings(run_dir=tmp_path, nodes=1))
     assert [n.name for n in one.controller_nodes()] == ["node1"]  # the second replica would stay Pending
