@@ -6,9 +6,12 @@ never skip: when a prerequisite is missing the fixture fails the test loudly.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +80,38 @@ def ovn_node(short_tmp: Path) -> Iterator[Node]:
         left += [str(settings.run_dir)] if settings.run_dir.exists() else []
         if left:
             pytest.fail(f"node environment teardown left behind: {', '.join(left)}")
+
+
+MACHINE_LOCK = Path("/tmp/k8shost-ovn.lock")
+"""Held by a test session with tests that need the machine's datapath or clusters (integration,
+image, e2e), and by the benches that start a node (`flock /tmp/k8shost-ovn.lock make bench ...`)."""
+MACHINE_TIERS = {"integration", "image", "e2e"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _machine_lock(request: pytest.FixtureRequest) -> Iterator[None]:
+    """One session on the machine's userspace datapath (one `ovs-netdev` per machine) and its test
+    cluster prefix at a time: a second session (another checkout, a bench under the lock) waits,
+    saying so, instead of failing half-started. Unit-only sessions take no lock."""
+    tests = Path(str(request.config.rootpath)) / "tests"
+    tiers = {item.path.relative_to(tests).parts[0] for item in request.session.items
+             if item.path.is_relative_to(tests)}  # fmt: skip
+    if not tiers & MACHINE_TIERS:
+        yield
+        return
+    with MACHINE_LOCK.open("a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            t0 = time.monotonic()
+            print(f"\nwaiting for {MACHINE_LOCK} (another test session or bench holds the machine's "
+                  "node environment)", file=sys.__stderr__, flush=True)  # fmt: skip
+            fcntl.flock(f, fcntl.LOCK_EX)
+            print(f"got {MACHINE_LOCK} after {time.monotonic() - t0:.0f} s", file=sys.__stderr__, flush=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
