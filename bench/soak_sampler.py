@@ -4,6 +4,7 @@ depths from their /metrics; NB and SB row counts."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import subprocess
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodeenv.daemons import is_alive
+from nodeenv.daemons import http_get_in, is_alive
 from nodeenv.node import Node
 
 TICK = 1 / os.sysconf("SC_CLK_TCK")
@@ -53,15 +54,20 @@ def proc_of(pid: int) -> Proc | None:
     )
 
 
-def queue_depths(env: dict[str, str]) -> dict[str, float]:
-    """Sum of workqueue_depth per controller (keys *_METRICS of node.env that serve it)."""
+def queue_depths(env: dict[str, str], netns: str = "") -> dict[str, float]:
+    """Sum of workqueue_depth per controller (keys *_METRICS of node.env that serve it; a cluster
+    node's are on its own loopback, asked from inside its namespace `netns`)."""
     out = {}
     for key, url in env.items():
         if not key.endswith("_METRICS") and key != "CSI_METRICS_URL":
             continue
         try:
-            text = urllib.request.urlopen(url, timeout=2).read().decode()
-        except OSError:
+            text = (
+                http_get_in(netns, url, 2)[1]
+                if netns
+                else urllib.request.urlopen(url, timeout=2).read().decode()
+            )
+        except (OSError, http.client.HTTPException):
             continue
         depths = [float(v) for v in re.findall(r"^workqueue_depth(?:\{[^}]*\})? (\S+)$", text, re.M)]
         if depths:
@@ -95,7 +101,8 @@ def take_parts(parts: Mapping[str, Node], env: dict[str, str], t: float) -> Samp
             p = proc_of(rec.pid) if is_alive(rec) else None
             if p is not None:
                 s.procs[f"{label}/{rec.name}" if label else rec.name] = p
-        s.queues.update({f"{label}/{k}" if label else k: v for k, v in queue_depths(part.endpoints).items()})
+        depths = queue_depths(part.endpoints, part.settings.netns)
+        s.queues.update({f"{label}/{k}" if label else k: v for k, v in depths.items()})
     s.rows = row_counts(env)
     return s
 

@@ -7,6 +7,7 @@ never a recycled PID that now belongs to something else).
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -16,10 +17,13 @@ import ssl
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from nodeenv.netns_socket import connected_socket
 
 log = logging.getLogger(__name__)
 
@@ -197,4 +201,27 @@ def http_ready(url: str, cafile: Path | None = None) -> bool:
         with urllib.request.urlopen(url, timeout=1, context=ctx) as r:
             return bool(r.status == 200)
     except (urllib.error.URLError, OSError):
+        return False
+
+
+def http_get_in(netns: str, url: str, timeout: float = 1.0) -> tuple[int, str]:
+    """GET `url` (plain HTTP) from inside the named network namespace (a daemon on a cluster
+    node's own loopback): its status and body."""
+    u = urllib.parse.urlsplit(url)
+    host, port = u.hostname or "127.0.0.1", u.port or 80
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn.sock = connected_socket(netns, host, port, timeout)
+    try:
+        conn.request("GET", u.path or "/")
+        resp = conn.getresponse()
+        return resp.status, resp.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def http_ready_in(netns: str, url: str) -> bool:
+    """Whether GET `url` answers 200 from inside `netns` (for wait_for)."""
+    try:
+        return http_get_in(netns, url)[0] == 200
+    except (OSError, http.client.HTTPException):
         return False

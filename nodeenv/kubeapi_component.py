@@ -8,6 +8,9 @@ kube-system:fiberlb-controller",))` writes `<run>/kubeapi/users/<name>.kubeconfi
 `also_listen="NETNS=HOST:PORT"` serves the same API inside another network namespace too (a
 cluster's underlay, where its nodes reach it; nodeenv/cluster/control.py): node.env then gains
 NODES_KUBECONFIG (an admin kubeconfig naming that URL) and NODES_KUBE_API_URL.
+
+`audit_log=True` makes it write every request to `<run>/kubeapi/audit.log` as kube-apiserver's
+`--audit-log-path` does (node.env: KUBE_AUDIT_LOG; read it with nodeenv/kubeapi/auditlog.py).
 """
 
 from __future__ import annotations
@@ -23,9 +26,14 @@ class KubeApiComponent:
     name = "kubeapi"
 
     def __init__(
-        self, service_cidr: str = "10.96.0.0/16", users: tuple[str, ...] = (), also_listen: str = ""
+        self,
+        service_cidr: str = "10.96.0.0/16",
+        users: tuple[str, ...] = (),
+        also_listen: str = "",
+        audit_log: bool = False,
     ) -> None:
         self.service_cidr, self.users, self.also_listen = service_cidr, users, also_listen
+        self.audit_log = audit_log
 
     def start(self, node: Node) -> dict[str, str]:
         kdir = node.path("kubeapi", "x").parent
@@ -35,6 +43,7 @@ class KubeApiComponent:
             sys.executable, "-m", "nodeenv.kubeapi", "--dir", str(kdir), "--host", "127.0.0.1", "--port", "0",
             "--port-file", str(port_file), "--service-cidr", self.service_cidr,
             "--user", ",".join(self.users), "--also-listen", self.also_listen,
+            "--audit-log-path", str(kdir / "audit.log") if self.audit_log else "",
         ]  # fmt: skip
         # the daemon gets its whole configuration from argv, never from stray KUBEAPI_* variables
         env = {k: v for k, v in node.process_env().items() if not k.startswith("KUBEAPI_")}
@@ -44,6 +53,8 @@ class KubeApiComponent:
         ca = kdir / "pki" / "ca.crt"
         wait_for(lambda: http_ready(f"{info['url']}/readyz", ca), "kubeapi /readyz", proc=proc)
         out = {"KUBECONFIG": info["kubeconfig"], "KUBE_API_URL": info["url"], "KUBE_API_CA": str(ca)}
+        if self.audit_log:
+            out["KUBE_AUDIT_LOG"] = str(kdir / "audit.log")
         for also in info.get("also", [])[:1]:
             out |= {"NODES_KUBECONFIG": also["kubeconfig"], "NODES_KUBE_API_URL": also["url"]}
         return out

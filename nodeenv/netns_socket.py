@@ -1,9 +1,10 @@
-"""A listening TCP socket in another network namespace, for a daemon that runs in this one.
+"""TCP sockets in another network namespace, for a process that runs in this one.
 
 setns(2) moves only the calling thread, and a socket stays in the namespace it was created in: a
-short-lived thread enters `/run/netns/<name>`, creates, binds and listens, and the socket is then
-served from this namespace like any other (the API double serves the cluster's nodes this way on
-the underlay, while staying on this namespace's loopback for everything else).
+short-lived thread enters `/run/netns/<name>`, makes the socket there, and the socket is then used
+from this namespace like any other. The API double serves the cluster's nodes this way on the
+underlay (a listening socket), while staying on this namespace's loopback for everything else; the
+node environment asks a daemon on a node's own loopback whether it is ready (a connected socket).
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ import ctypes
 import os
 import socket
 import threading
+from collections.abc import Callable
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def listening_socket(netns: str, host: str, port: int, backlog: int = 128) -> socket.socket:
-    """A TCP socket listening on host:port inside the named network namespace."""
+def _made_in(netns: str, make: Callable[[], socket.socket]) -> socket.socket:
+    """`make()` run by a thread inside the named network namespace; its socket."""
     made: list[socket.socket] = []
     failed: list[BaseException] = []
 
-    def make() -> None:
+    def run() -> None:
         try:
             fd = os.open(f"/run/netns/{netns}", os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError as e:
@@ -32,19 +34,37 @@ def listening_socket(netns: str, host: str, port: int, backlog: int = 128) -> so
             if _libc.setns(fd, CLONE_NEWNET) != 0:
                 err = ctypes.get_errno()
                 raise OSError(err, f"setns {netns}: {os.strerror(err)}")
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, port))
-            s.listen(backlog)
-            made.append(s)
+            made.append(make())
         except BaseException as e:  # handed to the caller's thread
             failed.append(e)
         finally:
             os.close(fd)
 
-    t = threading.Thread(target=make, name=f"listen-in-{netns}")  # it exits, so its namespace goes with it
+    t = threading.Thread(target=run, name=f"socket-in-{netns}")  # it exits, so its namespace goes with it
     t.start()
     t.join()
     if failed:
         raise failed[0]
     return made[0]
+
+
+def listening_socket(netns: str, host: str, port: int, backlog: int = 128) -> socket.socket:
+    """A TCP socket listening on host:port inside the named network namespace."""
+
+    def make() -> socket.socket:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+            s.listen(backlog)
+        except BaseException:
+            s.close()
+            raise
+        return s
+
+    return _made_in(netns, make)
+
+
+def connected_socket(netns: str, host: str, port: int, timeout: float = 1.0) -> socket.socket:
+    """A TCP socket connected to host:port from inside the named network namespace."""
+    return _made_in(netns, lambda: socket.create_connection((host, port), timeout=timeout))

@@ -146,7 +146,9 @@ class ControllerApp:
     async def run(self, settings: ControllerSettings, stop: asyncio.Event) -> int:
         """Run until `stop` is set; 0 after a clean shutdown, 1 when it cannot start."""
         try:
-            api = await load_api_client(settings.kubeconfig, in_cluster=settings.in_cluster)
+            api = await load_api_client(
+                settings.kubeconfig, in_cluster=settings.in_cluster, program=self.program
+            )
         except KubeconfigError as e:
             log.error("%s", e)
             return 1

@@ -4,11 +4,12 @@
 namespace on loopback, also serving the nodes on the underlay (`control`, nodeenv/cluster/control.py),
 OVN central (NB, SB, northd; standalone or RAFT) in the
 underlay namespace listening on unix sockets (for this namespace) and on the underlay (for the
-nodes), the cluster-wide controllers (`controllers`: FiberLB, NetworkPolicy), then each node: its
-namespace on the underlay, its chassis (nodeenv/cluster/chassis.py), its PrismNET agent with plugin
-and conflist under its own install root, its routes to the VIPs and its node-local FlashDNS
-listener, and its Node object in the API. Each of those is a `Node` (nodeenv/node.py) with its own
-run dir and daemon table, so a node is the same value the single-node environment is made of. It
+nodes), then each node: its Node object in the API (first, as kubelet registers), its namespace on
+the underlay, its chassis (nodeenv/cluster/chassis.py), its PrismNET agent with plugin and conflist
+under its own install root, its routes to the VIPs, its node-local FlashDNS listener and CSI plugin,
+and on the first `controller_replicas` nodes a replica of each cluster-wide controller (FiberLB,
+NetworkPolicy, node-controller; leader-elected). Each of those is a `Node` (nodeenv/node.py) with its
+own run dir and daemon table, so a node is the same value the single-node environment is made of. It
 writes `<run>/nodes/<n>/node.env` per node and the cluster files `<run>/cluster.json` and
 `<run>/cluster.env`.
 `Cluster.down()` stops every node, central and control by PID, deletes the namespaces by name
@@ -27,7 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeenv.cluster.chassis import NodeChassis
-from nodeenv.cluster.control import control_components, controller_components, node_services
+from nodeenv.cluster.control import (
+    CONTROLLERS,
+    LEASE_NAMESPACE,
+    control_components,
+    controller_replicas,
+    node_services,
+)
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.cluster.underlay import Underlay, list_netns, netns_pids
 from nodeenv.cni_component import CniComponent
@@ -67,7 +74,6 @@ class Cluster:
         self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
         self.control = Node(NodeSettings(run_dir=s.run_dir / "control"),
                             control_components(self.underlay.netns, s.central_address))  # fmt: skip
-        self.controllers = Node(NodeSettings(run_dir=s.run_dir / "controllers"), [])
         self.central_component = OvnCentral(s.ovn_central, tcp_ip=s.central_address)
         central = NodeSettings(
             run_dir=s.run_dir / "central", netns=self.underlay.netns, ovn_central=s.ovn_central
@@ -89,6 +95,16 @@ class Cluster:
         chassis = NodeChassis(central, self.settings.underlay.prefixlen)
         return [chassis, cni, *node_services(self.control.endpoints)]
 
+    def components_of(self, n: ClusterNode, central: dict[str, str]) -> list[Component]:
+        """What node `n` runs: what every node runs, then a replica of each cluster-wide controller
+        if it is one of the nodes that run them."""
+        replicas = controller_replicas() if self.settings.runs_controllers(n.index) else []
+        return [*self.node_components(central), *replicas]
+
+    def controller_nodes(self) -> list[ClusterNode]:
+        """The nodes that run a replica of each cluster-wide controller."""
+        return [n for n in self.nodes if self.settings.runs_controllers(n.index)]
+
     @property
     def cluster_file(self) -> Path:
         return self.settings.run_dir / "cluster.json"
@@ -98,7 +114,7 @@ class Cluster:
         return self.settings.run_dir / "cluster.env"
 
     def is_up(self) -> bool:
-        parts = [self.control, self.central, self.controllers, *(n.node for n in self.nodes)]
+        parts = [self.control, self.central, *(n.node for n in self.nodes)]
         return self.cluster_file.exists() and all(p.is_up() for p in parts)
 
     def _foreign_live_netns(self) -> list[str]:
@@ -128,14 +144,12 @@ class Cluster:
             self.underlay.create()
             control = self.control.up()
             central = self.central.up()
-            self.controllers.components = controller_components(control, central)
-            self.controllers.up()
             for n in self.nodes:
-                self.underlay.attach(n.index, n.name)
-                n.node.components = self.node_components(central)
-                n.node.up()
                 register_node(KubeClient.from_kubeconfig(Path(control["KUBECONFIG"])), n.name, n.address,
                               {"k8shost.plasmacloud.io/cluster": self.settings.prefix})  # fmt: skip
+                self.underlay.attach(n.index, n.name)
+                n.node.components = self.components_of(n, central)
+                n.node.up()
             self._learn_tunnel_neighbours()
         except BaseException:
             log.error("cluster-up failed; stopping what was started")
@@ -165,7 +179,7 @@ class Cluster:
             self.underlay.attach(n.index, n.name)
             register_node(KubeClient.from_kubeconfig(Path(env["KUBECONFIG"])), n.name, n.address,
                           {"k8shost.plasmacloud.io/cluster": self.settings.prefix})  # fmt: skip
-            n.node.components = self.node_components(central)
+            n.node.components = self.components_of(n, central)
             n.node.up()
         except BaseException:
             log.error("%s failed to join; removing it", n.name)
@@ -183,7 +197,7 @@ class Cluster:
         a node-controller releases when the Node is deleted."""
         from nodeenv.daemons import is_alive  # here, not at the top: keeps merges with other branches easy
 
-        n.node.components = n.node.components or self.node_components(self._central_env())
+        n.node.components = n.node.components or self.components_of(n, self._central_env())
         for rec in n.node.daemons.load():
             if not is_alive(rec):  # killed on purpose: forgotten, not kept as a fault's evidence
                 n.node.daemons.stop(rec.name)
@@ -217,7 +231,10 @@ class Cluster:
             "central": central,
             "kubeconfig": control["KUBECONFIG"],
             "nodes_kubeconfig": control["NODES_KUBECONFIG"],
+            "audit_log": control["KUBE_AUDIT_LOG"],
             "nodes": nodes,
+            "controllers": {"names": list(CONTROLLERS), "nodes": [n.name for n in self.controller_nodes()],
+                            "lease_namespace": LEASE_NAMESPACE},
         }  # fmt: skip
         self.cluster_file.write_text(json.dumps(doc, indent=1))
         env = {
@@ -232,19 +249,22 @@ class Cluster:
             # the same API from inside the nodes' namespaces (the underlay listener)
             "NODES_KUBECONFIG": control["NODES_KUBECONFIG"],
             "NODES_KUBE_API_URL": control["NODES_KUBE_API_URL"],
+            # every request to the API double as an audit.k8s.io/v1 Event per line
+            "KUBE_AUDIT_LOG": control["KUBE_AUDIT_LOG"],
+            "K8SHOST_CONTROLLER_NODES": " ".join(n.name for n in self.controller_nodes()),
         }
         write_env_file(self.env_file, env)
         return env
 
     def load(self) -> dict[str, str]:
         """The endpoints of a running cluster (its env files read back)."""
-        for part in (self.control, self.central, self.controllers, *(n.node for n in self.nodes)):
+        for part in (self.control, self.central, *(n.node for n in self.nodes)):
             part.endpoints = read_env_file(part.env_file)
         return read_env_file(self.env_file)
 
     def down(self) -> list[str]:
-        """Stop everything by PID (nodes, central, control), delete the namespaces, remove the run dir;
-        the names of the daemons stopped, `<part>/<daemon>`."""
+        """Stop everything by PID (nodes with their controller replicas, central, control), delete
+        the namespaces, remove the run dir; the names of the daemons stopped, `<part>/<daemon>`."""
         stopped: list[str] = []
         for label, part in self._parts_newest_first():
             if part.run_dir.exists():
@@ -258,7 +278,6 @@ class Cluster:
             if n.node.run_dir.exists():
                 self._restore_components(n)
             yield n.name, n.node
-        yield "controllers", self.controllers
         yield "central", self.central
         yield "control", self.control
 
@@ -274,12 +293,12 @@ class Cluster:
         """A node's components need the central endpoints (for cleanup after a crash as well)."""
         central_env = self.settings.run_dir / "central" / "node.env"
         central = read_env_file(central_env) if central_env.exists() else {}
-        n.node.components = self.node_components(central)
+        n.node.components = self.components_of(n, central)
 
     def parts(self) -> dict[str, Node]:
-        """Every part of the cluster by label: control, central, controllers and each node."""
-        return {"control": self.control, "central": self.central, "controllers": self.controllers,
-                **{n.name: n.node for n in self.nodes}}  # fmt: skip
+        """Every part of the cluster by label: control, central and each node (the controllers'
+        replicas are daemons of the nodes that run them)."""
+        return {"control": self.control, "central": self.central, **{n.name: n.node for n in self.nodes}}
 
     def faults(self) -> Sequence[str]:
         """Dead or wedged daemons anywhere in the cluster, each `<part>: <fault>`."""

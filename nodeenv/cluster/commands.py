@@ -25,12 +25,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--underlay-cidr", default=d.underlay_cidr,
                    help="the nodes' network, inside namespaces only (env K8SHOST_UNDERLAY_CIDR)")  # fmt: skip
     g.add_argument("--cluster-cidr", default=d.cluster_cidr, help="pod network (env K8SHOST_CLUSTER_CIDR)")
+    g.add_argument("--controller-replicas", type=int, default=d.controller_replicas,
+                   help="replicas of each cluster-wide controller, on the first nodes "
+                        "(env K8SHOST_CONTROLLER_REPLICAS)")  # fmt: skip
 
 
 def settings_from(args: argparse.Namespace) -> ClusterSettings:
     return ClusterSettings(run_dir=args.cluster_dir.resolve(), nodes=args.nodes, prefix=args.prefix,
                            ovn_central=args.ovn_central, underlay_cidr=args.underlay_cidr,
-                           cluster_cidr=args.cluster_cidr)  # fmt: skip
+                           cluster_cidr=args.cluster_cidr,
+                           controller_replicas=args.controller_replicas)  # fmt: skip
 
 
 def run(command: str, args: argparse.Namespace) -> int:

@@ -5,10 +5,14 @@
   br-phy; it writes an admin kubeconfig naming that URL (NODES_KUBECONFIG). Nothing in this
   namespace sends to the underlay: the listening socket lives in the underlay namespace
   (nodeenv/netns_socket.py), this namespace only serves it.
-- The cluster-wide controllers, once for the cluster (the `controllers` part, in this namespace like
-  the API double): fiberlb-controller (`ovn` backend, LoadBalancer and ClusterIP Services) and
-  netpol-controller, both leader-elected, against the API double on loopback and the central NB
-  over its unix sockets (the whole remote list of a RAFT central).
+- The cluster-wide controllers as their Deployments run them (replicas: 2, one per node by
+  anti-affinity, host network): one replica of each on each of the first `controller_replicas`
+  nodes, started in that node's namespace into its daemon table (a node killed takes its replicas
+  with it), against the API through the underlay listener (the node's KUBECONFIG) and the central
+  NB (and SB) over the underlay (the whole remote list of a RAFT central), each with its own
+  identity in the Lease (`<program>-<node>_<uuid>`): fiberlb-controller (`ovn` backend,
+  LoadBalancer and ClusterIP Services), netpol-controller and node-controller. One leader each;
+  the other replica keeps its caches warm and takes over when the leader's Lease expires.
 - On every node, after its chassis and CNI: IPv4 forwarding (pod egress is forwarded and
   masqueraded by its node), the routes from the node to the Service CIDR and the external IP pool
   through its management port (a node reaches a VIP as a pod does), and the
@@ -29,10 +33,13 @@ from nodeenv.fiberlb_component import DEFAULT_POOL, DEFAULT_SERVICE_CIDR
 from nodeenv.fiberlb_routes import pool_prefixes
 from nodeenv.flashdns_component import FlashDnsComponent
 from nodeenv.kubeapi_component import KubeApiComponent
-from nodeenv.netpol_component import NetpolComponent, start_controller
+from nodeenv.netpol_component import launch_controller
 from nodeenv.node import Component, Node
 
 API_PORT = 6443
+LEASE_NAMESPACE = "kube-system"
+CONTROLLERS = ("fiberlb-controller", "netpol-controller", "node-controller")
+"""Each one's Lease is kube-system/<its name>; its replica on node N is the pod `<name>-<N>`."""
 
 
 class Given:
@@ -50,23 +57,34 @@ class Given:
         """Nothing was created."""
 
 
-class FiberlbController:
-    """fiberlb-controller for the whole cluster: `ovn` backend on the central NB, the external IP
-    pool, `--default-class` as on k3s; leader-elected like its Deployment."""
+class ControllerReplicas:
+    """Component: one replica of each cluster-wide controller on this node, all started before any
+    is waited for (each then answers /readyz once its caches synced, leader or not):
+    - fiberlb-controller: `ovn` backend on the central NB, the external IP pool, `--default-class`
+      as on k3s;
+    - netpol-controller: policies as port groups and ACLs in the central NB;
+    - node-controller: a deleted Node's OVN state (NB and SB) released."""
 
-    name = "fiberlb-controller"
+    name = "controller-replicas"
 
     def __init__(self, pool: str = DEFAULT_POOL) -> None:
         self.pool = pool
 
     def start(self, node: Node) -> dict[str, str]:
-        flags = ["--backend", "ovn", "--ovn-nb-db", node.endpoints["OVN_NB_DB"],
-                 "--external-ip-pool", self.pool, "--default-class"]  # fmt: skip
-        base = start_controller(node, self.name, "controllers.fiberlb.main", flags)
-        return {"EXTERNAL_IP_POOL": self.pool, "FIBERLB_METRICS": f"{base}/metrics"}
+        nb, sb = node.endpoints["OVN_NB_DB"], node.endpoints["OVN_SB_DB"]
+        launched = {
+            "FIBERLB_METRICS": launch_controller(node, "fiberlb-controller", "controllers.fiberlb.main",
+                                                 ["--backend", "ovn", "--ovn-nb-db", nb, "--external-ip-pool",
+                                                  self.pool, "--default-class"]),
+            "NETPOL_METRICS": launch_controller(node, "netpol-controller", "controllers.netpol.main",
+                                                ["--ovn-nb-db", nb]),
+            "NODE_CONTROLLER_METRICS": launch_controller(node, "node-controller", "controllers.nodes.main",
+                                                         ["--ovn-nb-db", nb, "--ovn-sb-db", sb]),
+        }  # fmt: skip
+        return {"EXTERNAL_IP_POOL": self.pool, **{k: f"{c.ready()}/metrics" for k, c in launched.items()}}
 
     def cleanup(self, node: Node) -> None:
-        """The daemon is stopped by PID; its NB rows go with OVN central."""
+        """The daemons are stopped by PID; their rows are cluster-wide and stay with OVN central."""
 
 
 class NodeRouting:
@@ -102,14 +120,15 @@ class NodeRouting:
 
 
 def control_components(underlay_netns: str, address: str) -> list[Component]:
-    """The control part: the API double, also listening on the underlay for the nodes."""
-    return [KubeApiComponent(also_listen=f"{underlay_netns}={address}:{API_PORT}")]
+    """The control part: the API double, also listening on the underlay for the nodes, with its
+    audit log (which client wrote what: a replica's source IP is its node's address)."""
+    return [KubeApiComponent(also_listen=f"{underlay_netns}={address}:{API_PORT}", audit_log=True)]
 
 
-def controller_components(control: Mapping[str, str], central: Mapping[str, str]) -> list[Component]:
-    """The cluster-wide controllers (this namespace: the API on loopback, NB over unix sockets)."""
-    given = {"KUBECONFIG": control["KUBECONFIG"], "OVN_NB_DB": central["OVN_NB_DB"]}
-    return [Given(given), FiberlbController(), NetpolComponent()]
+def controller_replicas() -> list[Component]:
+    """One replica of each cluster-wide controller, run on a node after its own services (its
+    KUBECONFIG is the underlay listener's, its OVN_NB_DB/OVN_SB_DB the underlay remote lists)."""
+    return [ControllerReplicas()]
 
 
 def node_services(control: Mapping[str, str]) -> list[Component]:

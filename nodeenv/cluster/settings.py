@@ -24,6 +24,9 @@ class ClusterSettings:
     """The nodes' own network, inside the underlay namespace: central at .1, node i at .(10+i)."""
     cluster_cidr: str = "10.244.0.0/16"
     """The pod network (every node's agent carves namespace subnets from it)."""
+    controller_replicas: int = 2
+    """Replicas of each cluster-wide controller, one per node on the first nodes (the Deployments'
+    replicas: 2 with anti-affinity); fewer nodes, fewer replicas (the others would stay Pending)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ClusterSettings:
@@ -35,6 +38,7 @@ class ClusterSettings:
             ovn_central=env.get("K8SHOST_OVN_CENTRAL", d.ovn_central),
             underlay_cidr=env.get("K8SHOST_UNDERLAY_CIDR", d.underlay_cidr),
             cluster_cidr=env.get("K8SHOST_CLUSTER_CIDR", d.cluster_cidr),
+            controller_replicas=int(env.get("K8SHOST_CONTROLLER_REPLICAS", d.controller_replicas)),
         )
 
     def validate(self) -> None:
@@ -47,6 +51,8 @@ class ClusterSettings:
             raise ValueError(f"prefix {self.prefix!r}: at most 8 letters, digits or '-'")
         if ipaddress.IPv4Network(self.cluster_cidr).overlaps(net):
             raise ValueError(f"the pod network {self.cluster_cidr} overlaps the underlay {net}")
+        if self.controller_replicas < 1:
+            raise ValueError(f"{self.controller_replicas} controller replicas: at least 1")
 
     @property
     def underlay(self) -> ipaddress.IPv4Network:
@@ -58,6 +64,10 @@ class ClusterSettings:
 
     def node_names(self) -> list[str]:
         return [f"node{i}" for i in range(1, self.nodes + 1)]
+
+    def runs_controllers(self, index: int) -> bool:
+        """Whether node `index` (1..) runs a replica of each cluster-wide controller."""
+        return 1 <= index <= self.controller_replicas
 
     def node_address(self, index: int) -> str:
         """Underlay address of node `index` (1..)."""

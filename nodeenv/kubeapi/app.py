@@ -51,6 +51,7 @@ async def api_middleware(request: web.Request, handler: H) -> web.StreamResponse
     st = request.app[STATE]
     if request.path in _OPEN:
         return await handler(request)
+    audit.arrived(request)
     try:
         resp = await _dispatch(request, handler, st)
     except ApiError as e:

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nodeenv.kubeapi.auditlog import AuditLog  # it imports RequestRecord from here
 
 ADMIN = "kubernetes-admin"
 
@@ -74,19 +79,34 @@ class RequestRecord:
     status: int
     path: str
     query: str = ""
+    groups: tuple[str, ...] = ()
+    user_agent: str = ""
+    source_ip: str = ""
+    """The client's address as this server sees it (its node's, for a host-network pod)."""
+    received: float = 0.0
+    """time.time() the request arrived"""
+    stage: str = "ResponseComplete"
+    """or ResponseStarted: a watch, recorded when its stream starts"""
+    object_name: str = ""
+    """A create's object name (from its body: not in the URL, so not `name`, which authorization
+    sees); the audit log's objectRef names it as kube-apiserver's does."""
 
 
 class Recorder:
     """The last `limit` requests of each sort, for tests to read in-process. Bounded: the daemon
     records too and nothing reads it there, and an unbounded list grew with every request (the soak
-    saw the double's RSS rise by ~15 MB/h after its history was compacted)."""
+    saw the double's RSS rise by ~15 MB/h after its history was compacted). With an audit log
+    (nodeenv/kubeapi/auditlog.py) every request is also written there, for readers outside."""
 
-    def __init__(self, limit: int = 10_000) -> None:
+    def __init__(self, limit: int = 10_000, audit_log: AuditLog | None = None) -> None:
         self.requests: deque[RequestRecord] = deque(maxlen=limit)  # resource requests, in arrival order
         self.nonresource: deque[RequestRecord] = deque(maxlen=limit)  # discovery, openapi, version, health
+        self.audit_log = audit_log
 
     def add(self, rec: RequestRecord) -> None:
         (self.requests if rec.resource else self.nonresource).append(rec)
+        if self.audit_log is not None:
+            self.audit_log.write(rec, time.time())
 
     def clear(self) -> None:
         self.requests.clear()

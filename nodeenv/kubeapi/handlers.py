@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from nodeenv.kubeapi import apply, reviews, scale, strict, tables, watchstream
-from nodeenv.kubeapi.audit import USER
+from nodeenv.kubeapi.audit import OBJECT_NAME, USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.paging import exact_rv
@@ -89,6 +89,9 @@ async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
     request[WARNINGS] = strict.check(kind, body, request.query)
+    name = (body.get("metadata") or {}).get("name") if isinstance(body, dict) else None
+    if isinstance(name, str):
+        request[OBJECT_NAME] = name
     skind, stored = st.views.storage(kind), st.views.to_storage(kind, body)
     obj = st.resources.create(skind, info.namespace, stored, dry_run=dry_run(request.query))
     return _respond_obj(request, st, kind, obj, 201)

@@ -97,6 +97,8 @@ class KubeApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.state.recorder.audit_log is not None:
+            self.state.recorder.audit_log.close()
 
 
 class ThreadedKubeApi:

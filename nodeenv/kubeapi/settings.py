@@ -79,6 +79,14 @@ _FLAGS = (
     ),
     ("--enforce-rbac", "KUBEAPI_ENFORCE_RBAC", "false", "authorize non-admin users by RBAC objects"),
     ("--enforce-quota", "KUBEAPI_ENFORCE_QUOTA", "false", "ResourceQuota object counts: admission + status"),
+    (
+        "--audit-log-path",
+        "KUBEAPI_AUDIT_LOG_PATH",
+        "",
+        "write every request to this file as audit.k8s.io/v1 Events, one JSON line each (empty: no log)",
+    ),
+    ("--audit-log-maxsize", "KUBEAPI_AUDIT_LOG_MAXSIZE", "100", "MB before the audit log rotates (0: never)"),
+    ("--audit-log-maxbackup", "KUBEAPI_AUDIT_LOG_MAXBACKUP", "1", "rotated audit log files kept"),
     ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
 )
 
@@ -92,6 +100,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
 def _truthy(value: str) -> bool:
     return str(value).lower() in ("1", "true", "yes", "on")
+
+
+def _count(flag: str, value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise ValueError(f"{flag} must be 0 or more, not {value}")
+    return n
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
@@ -108,6 +123,9 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             compaction_interval=float(a.compaction_interval),
             enforce_rbac=_truthy(a.enforce_rbac),
             enforce_quota=_truthy(a.enforce_quota),
+            audit_log_path=Path(a.audit_log_path) if a.audit_log_path else None,
+            audit_log_maxsize=_count("--audit-log-maxsize", a.audit_log_maxsize),
+            audit_log_maxbackup=_count("--audit-log-maxbackup", a.audit_log_maxbackup),
         )
         return KubeApiSettings(
             dir=Path(a.dir),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from nodeenv.kubeapi.auditlog import AuditLog
 from nodeenv.kubeapi.auth import Recorder, Tokens
 from nodeenv.kubeapi.crud import Resources
 from nodeenv.kubeapi.errors import ApiError, from_code
@@ -31,6 +33,12 @@ class ApiConfig:
     """Authorize non-admin users by the Roles/ClusterRoles and bindings in the store (opt-in)."""
     enforce_quota: bool = False
     """ResourceQuota object counts: admission and status (opt-in; see quota.py)."""
+    audit_log_path: Path | None = None
+    """Every request also written here as an audit.k8s.io/v1 Event (auditlog.py); None: not at all."""
+    audit_log_maxsize: int = 100
+    """MB before the audit log is rotated (0: never)"""
+    audit_log_maxbackup: int = 1
+    """rotated audit log files kept"""
 
 
 @dataclass(kw_only=True)
@@ -86,6 +94,9 @@ class ApiState:
         self.resources.bootstrap()
         if self.config.enforce_rbac:
             self.authorizer = Authorizer(self.store, self.registry)
+        c = self.config
+        if c.audit_log_path is not None:
+            self.recorder.audit_log = AuditLog(c.audit_log_path, c.audit_log_maxsize, c.audit_log_maxbackup)
 
     def take_fault(self, info: RequestInfo) -> Fault | None:
         with self.fault_lock:

@@ -87,7 +87,7 @@ async def serve(request: web.Request, st: ApiState, info: RequestInfo, kind: Kin
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
     resp.enable_chunked_encoding()
     await resp.prepare(request)
-    audit.record(st, request, 200)
+    audit.record(st, request, 200, "ResponseStarted")
     stream = _Stream(resp, kind, tables.wants_table(request.headers.get("Accept", "")), q, st.views)
     if w is None:
         assert expired is not None

@@ -1,9 +1,11 @@
 """What users and kube-controller-manager write into the cluster's API double (Namespaces, Pods,
 Services, EndpointSlices, NetworkPolicies), through the admin kubeconfig on loopback; everything
-created is deleted again at the end, newest first."""
+created is deleted again at the end, newest first. And what the controllers make of it: a
+Service's external IPs, the central NB's rows (`nbctl`)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -99,3 +101,17 @@ def eventually(
         if done(result) or time.monotonic() > deadline:
             return result
         time.sleep(every)
+
+
+def ingress(svc: Obj | None) -> list[str]:
+    """The external IPs fiberlb-controller wrote into the Service's status."""
+    status = (svc or {}).get("status") or {}
+    return [i["ip"] for i in (status.get("loadBalancer") or {}).get("ingress") or []]
+
+
+def nbctl(cluster: Cluster, *args: str) -> str:
+    """ovn-nbctl on the central NB (from this namespace: the members' unix sockets)."""
+    db = read_env_file(cluster.env_file)["OVN_NB_DB"]
+    out = subprocess.run(["ovn-nbctl", f"--db={db}", "--timeout=20", *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

@@ -8,15 +8,14 @@ node's ovs-vswitchd restarted, a whole node killed. After each: one probe pod pe
 once, never again) reaches every other node's probe, a new pod is ADDed on every node, every ADD
 of the churn succeeded (a failed attempt is DELed and tried again, as kubelet does, at most
 twice), every DEL succeeded, and the invariants hold (nodeenv/cluster/invariants.py). The killed
-node's Node is deleted and the node-controller, running against the cluster, releases its state;
+node's Node is deleted and the cluster's node-controller (its leader, on node1 or node2) releases
+its state;
 then a new node joins the running cluster and networks its first pod. Recovery times are printed
 here and measured by `make bench BENCH=cluster`.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +39,6 @@ from tests.conftest import require_ovn
 PREFIX = "k8shf"
 CHURN, PROBE = "flt-churn", "flt-probe"
 NAMESPACES = (CHURN, PROBE, "flt-new")
-REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -49,7 +47,6 @@ class Faulty:
     pods: ClusterPods
     probes: dict[str, LivePod]
     """node name -> its probe pod"""
-    controller_log: Path
 
     def live_probes(self) -> list[LivePod]:
         names = {n.name for n in self.cluster.nodes}
@@ -64,22 +61,13 @@ class Faulty:
 
 @pytest.fixture(scope="module")
 def faulty(short_tmp: Path) -> Iterator[Faulty]:
-    """A 3-node RAFT cluster (its own prefix: it may run beside the session's), the node-controller
-    against it, a probe pod on every node."""
+    """A 3-node RAFT cluster (its own prefix: it may run beside the session's; its node-controller
+    replicas on node1 and node2), a probe pod on every node."""
     require_ovn()
     settings = ClusterSettings(run_dir=short_tmp / "faults", nodes=3, prefix=PREFIX,
                                cluster_cidr="10.97.0.0/16", ovn_central="raft")  # fmt: skip
     c = Cluster(settings)
     c.up()
-    env = read_env_file(c.env_file)
-    log = short_tmp / "node-controller.log"
-    with log.open("wb") as out:
-        controller = subprocess.Popen(
-            [sys.executable, "-m", "controllers.nodes.main", "--kubeconfig", env["KUBECONFIG"],
-             "--leader-elect=false", "--metrics-address=off", "--ovn-nb-db", env["OVN_NB_DB"],
-             "--ovn-sb-db", env["OVN_SB_DB"]],
-            stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-        )  # fmt: skip
     pods = ClusterPods(c, tag="f")
     records = [r for part in (c.control, c.central, *(n.node for n in c.nodes)) for r in part.daemons.load()]
     try:
@@ -88,13 +76,10 @@ def faulty(short_tmp: Path) -> Iterator[Faulty]:
             pod, outcome = pods.add(n, PROBE, f"probe-{n.name}")
             assert pod is not None, outcome
             probes[n.name] = pod
-        yield Faulty(c, pods, probes, log)
+        yield Faulty(c, pods, probes)
         assert pods.delete_all() == []
         assert settle(c, [], NAMESPACES, timeout=30) == []
-        assert controller.poll() is None, log.read_text()
     finally:
-        controller.terminate()
-        controller.wait(20)
         found = c.faults()
         records += [r for n in c.nodes for r in n.node.daemons.load()]
         c.down()

@@ -1,8 +1,9 @@
 """Services, DNS, node <-> pod and egress across the cluster's nodes, with real traffic.
 
-The cluster runs fiberlb-controller and netpol-controller once (against the API double and the
-central NB) and a node-local FlashDNS listener on 10.96.0.10 in every node; the nodes reach the API
-on the underlay (nodeenv/cluster/control.py). Here a LoadBalancer Service has its two backends on
+The cluster runs fiberlb-controller and netpol-controller as replicas on node1 and node2 (one
+leader each; against the API's underlay listener and the central NB) and a node-local FlashDNS
+listener on 10.96.0.10 in every node; the nodes reach the API on the underlay
+(nodeenv/cluster/control.py). Here a LoadBalancer Service has its two backends on
 node2 and node3; a pod on every node (`spread`) and every node itself reach both through the
 external IP and the ClusterIP, every pod resolves the Service at its own node's DNS listener, every
 node reaches its own pods, and every pod's egress leaves through its own node (the source address
@@ -26,7 +27,7 @@ from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.netns_socket import listening_socket
 from nodeenv.node import read_env_file
 from tests.integration.cluster.conftest import Pod, Pods
-from tests.integration.cluster.kube import Api, endpoint_slice, eventually, namespace, service
+from tests.integration.cluster.kube import Api, endpoint_slice, eventually, ingress, namespace, nbctl, service
 from tests.integration.cluster.traffic import client, ping, serving
 from tests.integration.controllers.fiberlb.netns_traffic import Servers, requests
 from tests.integration.controllers.netpol.traffic import in_netns
@@ -48,13 +49,6 @@ class Web:
     backends: dict[str, Pod]
 
 
-def nbctl(cluster: Cluster, *args: str) -> str:
-    db = read_env_file(cluster.env_file)["OVN_NB_DB"]  # this namespace: the central's unix sockets
-    out = subprocess.run(["ovn-nbctl", f"--db={db}", "--timeout=20", *args], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
 @pytest.fixture(scope="module")
 def web(cluster: Cluster, api: Api) -> Iterator[Web]:
     """Service svc/web (LoadBalancer, TCP 80 and UDP 53 -> 8080) backed by one pod on node2 and one
@@ -69,9 +63,9 @@ def web(cluster: Cluster, api: Api) -> Iterator[Web]:
         api.create(namespace(NS))
         api.create(service("web", NS, [HTTP, ECHO]))
         api.create(endpoint_slice("web", NS, sorted(p.ip for p in backends.values()), SLICE_PORTS))
-        svc = eventually(lambda: api.get("Service", NS, "web"), lambda s: bool(s and _ingress(s)))
-        assert svc and _ingress(svc), f"fiberlb-controller gave svc/web no external IP: {svc}"
-        lb_ip, cluster_ip = _ingress(svc)[0], svc["spec"]["clusterIP"]
+        svc = eventually(lambda: api.get("Service", NS, "web"), lambda s: bool(s and ingress(s)))
+        assert svc and ingress(svc), f"fiberlb-controller gave svc/web no external IP: {svc}"
+        lb_ip, cluster_ip = ingress(svc)[0], svc["spec"]["clusterIP"]
         want = ",".join(sorted(f"{p.ip}:8080" for p in backends.values()))
         vips = eventually(lambda: nbctl(cluster, "--bare", "--columns=vips", "list", "Load_Balancer"),
                           lambda v: f"{lb_ip}:80={want}" in v and f"{cluster_ip}:80={want}" in v)  # fmt: skip
@@ -81,12 +75,6 @@ def web(cluster: Cluster, api: Api) -> Iterator[Web]:
     finally:
         servers.stop()
         pods.delete_all()
-
-
-def _ingress(svc: dict[str, object]) -> list[str]:
-    status = svc.get("status") or {}
-    assert isinstance(status, dict)
-    return [i["ip"] for i in (status.get("loadBalancer") or {}).get("ingress") or []]
 
 
 def test_the_api_double_answers_every_node_on_the_underlay(cluster: Cluster) -> None:
@@ -105,12 +93,11 @@ def test_the_api_double_answers_every_node_on_the_underlay(cluster: Cluster) -> 
         assert read_env_file(n.env_file)["KUBECONFIG"] == env["NODES_KUBECONFIG"]
 
 
-def test_controllers_run_once_and_every_node_runs_its_dns_listener(cluster: Cluster) -> None:
-    controllers = sorted(r.name for r in cluster.controllers.daemons.load())
-    assert controllers == ["fiberlb-controller", "netpol-controller"]
+def test_every_node_runs_its_dns_listener(cluster: Cluster) -> None:
+    """(The controllers' replicas: test_controller_replicas.py.)"""
     for n in cluster.nodes:
         daemons = [r.name for r in n.node.daemons.load()]
-        assert daemons.count("flashdns-controller") == 1 and "fiberlb-controller" not in daemons, n.name
+        assert daemons.count("flashdns-controller") == 1, n.name
         lo = subprocess.run(["ip", "-n", n.netns, "-4", "-o", "addr", "show", "dev", "lo"],
                             capture_output=True, text=True, check=True).stdout  # fmt: skip
         assert f" {CLUSTER_DNS}/32 " in lo, n.name

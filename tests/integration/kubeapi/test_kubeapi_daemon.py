@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from nodeenv.daemons import is_alive
+from nodeenv.kubeapi.auditlog import read_audit_log
 from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.node import Node, NodeSettings, read_env_file
@@ -128,3 +129,34 @@ def test_daemon_refuses_a_namespace_that_does_not_exist(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 1
     assert "network namespace k8sx-nonexistent does not exist" in err, err
+
+
+def test_node_component_with_an_audit_log_records_who_did_what(short_tmp: Path) -> None:
+    """`KubeApiComponent(audit_log=True)` (cluster mode's): every request in KUBE_AUDIT_LOG as an
+    audit.k8s.io/v1 Event naming the user, the client's address and user agent, the object (a
+    create's from its body), the code; a watch logged when its stream starts."""
+    node = Node(NodeSettings(run_dir=short_tmp / f"kaudit-{time.monotonic_ns()}", bridge="br-unused"),
+                [KubeApiComponent(audit_log=True)])  # fmt: skip
+    node.up()
+    try:
+        env = read_env_file(node.env_file)
+        kubectl = [kubectl_bin(), "--kubeconfig", env["KUBECONFIG"]]
+        out = subprocess.run(
+            [*kubectl, "create", "namespace", "audited"], capture_output=True, text=True, timeout=30
+        )
+        assert out.returncode == 0, out.stderr
+        watch = [*kubectl, "get", "namespaces", "--watch-only", "--request-timeout=1s"]
+        subprocess.run(watch, capture_output=True, timeout=30)  # it ends at its request timeout
+        events = read_audit_log(Path(env["KUBE_AUDIT_LOG"]))
+    finally:
+        node.down()
+    (create,) = [e for e in events if e["verb"] == "create"]
+    assert create["objectRef"] == {"resource": "namespaces", "name": "audited", "apiVersion": "v1"}
+    assert create["user"]["username"] == "kubernetes-admin" and create["sourceIPs"] == ["127.0.0.1"]
+    assert str(create["userAgent"]).startswith("kubectl/") and create["responseStatus"]["code"] == 201
+    assert create["requestReceivedTimestamp"] <= create["stageTimestamp"]
+    (watch,) = [e for e in events if e["verb"] == "watch"]
+    assert watch["stage"] == "ResponseStarted" and watch["objectRef"] == {
+        "resource": "namespaces",
+        "apiVersion": "v1",
+    }

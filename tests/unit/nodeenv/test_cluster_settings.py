@@ -15,15 +15,22 @@ from nodeenv.cluster.settings import ClusterSettings
 
 def test_env_fallbacks_and_flags_win_over_them(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {"K8SHOST_NODES": "5", "K8SHOST_CLUSTER_PREFIX": "k8sx", "K8SHOST_OVN_CENTRAL": "raft",
-           "K8SHOST_UNDERLAY_CIDR": "10.251.0.0/24", "K8SHOST_CLUSTER_DIR": "/tmp/c"}  # fmt: skip
+           "K8SHOST_UNDERLAY_CIDR": "10.251.0.0/24", "K8SHOST_CLUSTER_DIR": "/tmp/c",
+           "K8SHOST_CONTROLLER_REPLICAS": "3"}  # fmt: skip
     assert ClusterSettings.from_env(env) == ClusterSettings(
-        run_dir=Path("/tmp/c"), nodes=5, prefix="k8sx", ovn_central="raft", underlay_cidr="10.251.0.0/24"
+        run_dir=Path("/tmp/c"),
+        nodes=5,
+        prefix="k8sx",
+        ovn_central="raft",
+        underlay_cidr="10.251.0.0/24",
+        controller_replicas=3,
     )
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    args = build_parser().parse_args(["cluster-up", "--nodes", "2"])
+    args = build_parser().parse_args(["cluster-up", "--nodes", "2", "--controller-replicas", "1"])
     s = settings_from(args)
     assert (s.nodes, s.prefix, s.ovn_central, s.underlay_cidr) == (2, "k8sx", "raft", "10.251.0.0/24")
+    assert s.controller_replicas == 1 and [s.runs_controllers(i) for i in (1, 2)] == [True, False]
 
 
 def test_nodes_names_namespaces_and_addresses(tmp_path: Path) -> None:
@@ -46,6 +53,7 @@ def test_nodes_names_namespaces_and_addresses(tmp_path: Path) -> None:
         (ClusterSettings(ovn_central="paxos"), "OVN central 'paxos'"),
         (ClusterSettings(prefix="has space"), "prefix 'has space'"),
         (ClusterSettings(cluster_cidr="10.250.0.0/16"), "overlaps the underlay"),
+        (ClusterSettings(controller_replicas=0), "0 controller replicas: at least 1"),
     ],
 )
 def test_bad_settings_are_refused_with_the_reason(settings: ClusterSettings, said: str) -> None:
