@@ -106,8 +106,9 @@ class DatabasePod:
 
 def run(scn: Scenario) -> None:
     a, b = scn.at(0), scn.at(1)
+    moves = a.name != b.name  # on one node: restarted there
     csi_a = Csi(a.env)  # node A's plugin serves the Controller (the controller Deployment's) too
-    csi_b = csi_a if b is a else Csi(b.env, controller=csi_a)
+    csi_b = Csi(b.env, controller=csi_a) if moves else csi_a
     mounted: list[tuple[Csi, str]] = []
     with scn.step(f"e2e: database pod's volume on {DRIVER_NAME}, written from the pod", on=a.name):
         vol = csi_a.controller.CreateVolume(
@@ -123,15 +124,15 @@ def run(scn: Scenario) -> None:
         _mount(csi_a, vol.volume_id, target)
         mounted.append((csi_a, target))
         _in_pod(f"mkdir -p {target}/pgdata && echo '{ROW}' > {target}/pgdata/table && sync")
-    if b is not a:
+    if moves:
         with scn.step(
             f"e2e: while on {a.name}, {b.name} is refused the volume (FAILED_PRECONDITION)", on=b.name
         ):
             _refused(csi_b, vol.volume_id, a.name)
-    moved = f"deleted on {a.name}, started on {b.name}" if b is not a else "restarted"
+    moved = f"deleted on {a.name}, started on {b.name}" if moves else "restarted"
     with scn.step(f"e2e: database pod {moved}: the data is there", on=scn.where(a, b)):
         pod.delete()
-        _unmount(csi_a, vol.volume_id, target, detach=b is not a)
+        _unmount(csi_a, vol.volume_id, target, detach=moves)
         mounted.clear()
         pod.start(b, 1)
         target = _target(csi_b, vol.volume_id, 1)
