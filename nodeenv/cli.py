@@ -29,7 +29,7 @@ from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.components import default_components
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_central import MODES
-from nodeenv.sandbox import ClusterSandbox, run_cluster, run_single, sandbox_settings
+from nodeenv.sandbox import ClusterSandbox, check_socket_room, run_cluster, run_single, sandbox_settings
 
 log = logging.getLogger("nodeenv")
 
@@ -122,6 +122,7 @@ def sandbox_cluster(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.nodes} nodes: the sandbox runs on one node (--nodes 1) or on 3 or more")
         settings = sandbox_cluster_settings(args)
         settings.validate()
+        check_socket_room(settings)
     except ValueError as e:
         print(f"sandbox: {e}")
         return 2
