@@ -17,8 +17,6 @@ ovs: setup
 protos: setup
 	@bash scripts/gen-protos.sh force
 
-sandbox: setup ovs
-	$(PY) -m nodeenv.cli sandbox
 
 node-up: setup ovs
 	$(PY) -m nodeenv.cli up
@@ -30,6 +28,10 @@ node-down:
 NODES ?= $(or $(K8SHOST_NODES),3)
 cluster-up: setup ovs
 	$(PY) -m nodeenv.cli cluster-up --nodes $(NODES)
+
+# the scenario on its own 3-node cluster in .run-sandbox/ (NODES=1: on one node, node-up's)
+sandbox: setup ovs
+	$(PY) -m nodeenv.cli sandbox --nodes $(NODES)
 
 # one more node joins the running cluster (node N+1: its netns, chassis, agent, Node object)
 cluster-join: setup

@@ -3,7 +3,10 @@
 k8shost-node up        start OVS/OVN (and the suite's daemons) in .run/, write .run/node.env
 k8shost-node down      stop exactly what `up` started (by PID) and remove .run/
 k8shost-node status    say whether the environment is up and print node.env
-k8shost-node sandbox   up, the scenario (a table of steps), down
+k8shost-node sandbox   a 3-node cluster up in .run-sandbox/ (its own, beside cluster-up), the scenario
+                       (a table of steps and the node each ran on), down; --nodes 1: on one node
+                       (node-up, the scenario, node-down)
+k8shost-node sandbox-down  stop a sandbox cluster left up by `sandbox --keep`
 k8shost-node cluster-up      start N nodes (network namespaces) over a Geneve underlay, OVN central
                              and the API double; write .run-cluster/cluster.{json,env} and one
                              node.env per node
@@ -22,11 +25,11 @@ from pathlib import Path
 
 from common.jsonlog import setup_logging
 from nodeenv.cluster import commands as cluster_commands
+from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.components import default_components
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_central import MODES
-from nodeenv.scenario import Scenario
-from nodeenv.scenarios import SCENARIOS
+from nodeenv.sandbox import ClusterSandbox, check_socket_room, run_cluster, run_single, sandbox_settings
 
 log = logging.getLogger("nodeenv")
 
@@ -35,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="k8shost-node", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("command", choices=["up", "down", "status", "sandbox", *cluster_commands.COMMANDS])
+    commands = ["up", "down", "status", "sandbox", "sandbox-down", *cluster_commands.COMMANDS]
+    p.add_argument("command", choices=commands)
     d = NodeSettings.from_env(os.environ)
     p.add_argument("--run-dir", type=Path, default=d.run_dir, help="private run dir (env K8SHOST_RUN_DIR)")
     p.add_argument("--bridge", default=d.bridge, help="OVN integration bridge (env K8SHOST_BRIDGE)")
@@ -47,8 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
         "two northd (env K8SHOST_OVN_CENTRAL)",
     )
     p.add_argument("--log-level", default=os.environ.get("K8SHOST_LOG_LEVEL", "info"))
-    p.add_argument("--keep", action="store_true", help="sandbox: leave the node up afterwards")
+    p.add_argument("--keep", action="store_true", help="sandbox: leave the node or cluster up afterwards")
     cluster_commands.add_arguments(p)
+    sandbox_dir, prefix = sandbox_settings(os.environ)
+    g = p.add_argument_group("sandbox on a cluster (--nodes 3 or more; --nodes 1: on one node, --run-dir)")
+    g.add_argument("--sandbox-dir", type=Path, default=sandbox_dir,
+                   help="the sandbox cluster's run dir (env K8SHOST_SANDBOX_DIR)")  # fmt: skip
+    g.add_argument("--sandbox-prefix", default=prefix,
+                   help="name prefix of its namespaces (env K8SHOST_SANDBOX_PREFIX)")  # fmt: skip
     return p
 
 
@@ -57,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, json_format=False)
     if args.command in cluster_commands.COMMANDS:
         return cluster_commands.run(args.command, args)
+    if args.command == "sandbox-down":
+        stopped = ClusterSandbox(sandbox_cluster_settings(args)).down()
+        print(f"sandbox cluster down; stopped {len(stopped)} daemons")
+        return 0
+    if args.command == "sandbox" and args.nodes != 1:
+        return sandbox_cluster(args)
     base = NodeSettings.from_env(os.environ)
     settings = NodeSettings(
         run_dir=args.run_dir.resolve(),
@@ -90,29 +106,27 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print("node environment is not up")
         return 1
-    return sandbox(node, keep=args.keep)
+    return run_single(node, keep=args.keep)
 
 
-def sandbox(node: Node, *, keep: bool = False) -> int:
-    scn = Scenario(node)
-    ok = True
+def sandbox_cluster_settings(args: argparse.Namespace) -> ClusterSettings:
+    return ClusterSettings(
+        run_dir=args.sandbox_dir.resolve(), nodes=args.nodes, prefix=args.sandbox_prefix,
+        ovn_central=args.ovn_central, underlay_cidr=args.underlay_cidr, cluster_cidr=args.cluster_cidr,
+    )  # fmt: skip
+
+
+def sandbox_cluster(args: argparse.Namespace) -> int:
     try:
-        with scn.step("node-up"):
-            node.up()
-        for part in SCENARIOS:
-            part.run(scn)
-    except Exception:
-        ok = False
-    finally:
-        errors = scn.run_cleanups()
-        if not keep:
-            with scn.step("node-down"):
-                node.down()
-    print(scn.table())
-    for e in errors:
-        print(f"cleanup error: {e}", file=sys.stderr)
-    print("sandbox: PASSED" if ok and not errors else "sandbox: FAILED")
-    return 0 if ok and not errors else 1
+        if args.nodes < 3:
+            raise ValueError(f"{args.nodes} nodes: the sandbox runs on one node (--nodes 1) or on 3 or more")
+        settings = sandbox_cluster_settings(args)
+        settings.validate()
+        check_socket_room(settings)
+    except ValueError as e:
+        print(f"sandbox: {e}")
+        return 2
+    return run_cluster(settings, keep=args.keep)
 
 
 if __name__ == "__main__":

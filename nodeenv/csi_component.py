@@ -12,6 +12,9 @@ driver's socket; nothing but that directory is needed to reach the Node service.
 
 On a cluster node (`NodeSettings.netns`) both run in the node's namespace, with node id = node name
 and the registration directory under the node's own install root (nodeenv/cluster/control.py).
+`CsiComponent(lightningstor_endpoint=...)` runs the driver on the `lightningstor` backend against
+that VolumeService instead (the sandbox cluster's: one service for every node, so a volume moves
+between nodes); node.env then also names LIGHTNINGSTOR_ENDPOINT.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ def _probe_ready(endpoint: str) -> bool:
 class CsiComponent:
     name = "csi"
 
+    def __init__(self, lightningstor_endpoint: str = "") -> None:
+        self.lightningstor_endpoint = lightningstor_endpoint
+
     def start(self, node: Node) -> dict[str, str]:
         cdir = node.path("csi", "state", "x").parent.parent
         endpoint = f"unix://{cdir / 'csi.sock'}"
@@ -51,7 +57,7 @@ class CsiComponent:
             "--mode", "all",
             "--endpoint", endpoint,
             "--node-id", node.settings.system_id,
-            "--backend", "local",
+            *self._backend(),
             "--state-dir", str(cdir / "state"),
             "--metrics-address", f"127.0.0.1:{port}",
             # xfs where this machine cannot grow ext4 online (no CAP_SYS_RESOURCE), else ext4
@@ -59,11 +65,18 @@ class CsiComponent:
         ]  # fmt: skip
         env = {k: v for k, v in node.process_env().items() if not k.startswith("CSI_")}
         netns = node.settings.netns  # a cluster node's: its /metrics on that namespace's loopback
-        _, proc = start_foreground("lightningstor-csi", argv, cdir / "csi.log", env, node.daemons, netns)
+        # its mounts are the machine's (kubelet's and the pods' view), as the DaemonSet's Bidirectional
+        # mount propagation makes them: the node's network namespace only, not a mount namespace
+        _, proc = start_foreground("lightningstor-csi", argv, cdir / "csi.log", env, node.daemons, netns,
+                                   host_mounts=True)  # fmt: skip
         wait_for(lambda: _probe_ready(endpoint), "lightningstor-csi Probe ready", proc=proc)
         (cdir / "kubelet").mkdir(exist_ok=True)
         registry = self._register(node, endpoint)
+        backend = (
+            {"LIGHTNINGSTOR_ENDPOINT": self.lightningstor_endpoint} if self.lightningstor_endpoint else {}
+        )
         return {
+            **backend,
             "CSI_CONTROLLER_ENDPOINT": endpoint,
             "CSI_NODE_ENDPOINT": endpoint,
             "CSI_NODE_ID": node.settings.system_id,
@@ -72,6 +85,11 @@ class CsiComponent:
             "CSI_METRICS_URL": f"http://127.0.0.1:{port}/metrics",
             "CSI_PLUGINS_REGISTRY": str(registry),
         }
+
+    def _backend(self) -> list[str]:
+        if self.lightningstor_endpoint:
+            return ["--backend", "lightningstor", "--lightningstor-endpoint", self.lightningstor_endpoint]
+        return ["--backend", "local"]
 
     def _register(self, node: Node, endpoint: str) -> Path:
         """Start the registrar; the registry directories it makes are recorded for cleanup."""

@@ -108,10 +108,19 @@ def run_checked(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: 
     return proc.stdout
 
 
-def in_netns(netns: str, argv: Sequence[str]) -> list[str]:
+def in_netns(netns: str, argv: Sequence[str], *, host_mounts: bool = False) -> list[str]:
     """`argv` run in the named network namespace ("" = this one). `ip netns exec` execs the program
-    in place (same PID) with the namespace's own /sys, so PIDs and /sys/class/net stay right."""
-    return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+    in place (same PID) with the namespace's own /sys, so PIDs and /sys/class/net stay right; it
+    does so in a mount namespace of its own, so what the program mounts is not seen here.
+    `host_mounts`: `nsenter --net` instead (also in place), keeping this mount namespace, so its
+    mounts are everyone's (a CSI node plugin's, as its DaemonSet's Bidirectional propagation)."""
+    if not netns:
+        return list(argv)
+    return (
+        ["nsenter", f"--net=/run/netns/{netns}", *argv]
+        if host_mounts
+        else ["ip", "netns", "exec", netns, *argv]
+    )
 
 
 def start_detaching(
@@ -143,12 +152,14 @@ def start_foreground(
     env: Mapping[str, str],
     table: DaemonTable,
     netns: str = "",
+    *,
+    host_mounts: bool = False,
 ) -> tuple[DaemonRecord, subprocess.Popen[bytes]]:
-    """Start one of the suite's own daemons in its own session (in `netns` if given), output to
-    `logfile`."""
+    """Start one of the suite's own daemons in its own session (in `netns` if given; see in_netns
+    for `host_mounts`), output to `logfile`."""
     with logfile.open("ab") as out:
         proc = subprocess.Popen(
-            in_netns(netns, argv),
+            in_netns(netns, argv, host_mounts=host_mounts),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

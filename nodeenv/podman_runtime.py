@@ -72,6 +72,9 @@ class Podman:
     cgroup_parent: str
     stray_lock: Path | None = None
     """podman's CNI backend makes `cni.lock` in the conflist directory; removed if it made it."""
+    netns: str = ""
+    """A cluster node's network namespace podman runs in (its runtime's), entered with nsenter so
+    podman keeps this mount namespace (where it mounts its containers' network namespaces)."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -85,11 +88,14 @@ class Podman:
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 60) -> str:
         proc = subprocess.run(
-            ["podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout
+            [*self._enter(), "podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout
         )
         if check and proc.returncode:
             raise RuntimeError(f"podman {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout.strip()
+
+    def _enter(self) -> list[str]:
+        return ["nsenter", f"--net=/run/netns/{self.netns}"] if self.netns else []
 
     def start(self, name: str, *run_args: str, command: tuple[str, ...] = ("sleep", "600")) -> str:
         """`podman run -d` on our network; returns the container id."""
@@ -109,7 +115,8 @@ class Podman:
         (rootfs / "www").mkdir()
         (rootfs / "www" / "index.html").write_text("hello from a podman container\n")
         tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True, check=True).stdout
-        proc = subprocess.run(["podman", "import", "-", IMAGE], input=tar, env=self.env, capture_output=True)
+        argv = [*self._enter(), "podman", "import", "-", IMAGE]
+        proc = subprocess.run(argv, input=tar, env=self.env, capture_output=True)
         if proc.returncode:
             raise RuntimeError(f"podman import: {proc.stderr.decode()}")
 
@@ -137,10 +144,11 @@ class Podman:
             parent.rmdir()
 
 
-def make_podman(base: Path, install_root: Path, cgroup_parent: str) -> Podman:
-    """A podman whose config, storage and state live in `base` (created; must not exist)."""
+def make_podman(base: Path, install_root: Path, cgroup_parent: str, netns: str = "") -> Podman:
+    """A podman whose config, storage and state live in `base` (created; must not exist), run in
+    the network namespace `netns` ("": this one)."""
     (base / "tmp").mkdir(parents=True)
     (base / "containers.conf").write_text(containers_conf(base, install_root))
     (base / "storage.conf").write_text(storage_conf(base))
     lock = install_root / "etc/cni/net.d/cni.lock"
-    return Podman(base, cgroup_parent, None if lock.exists() else lock)
+    return Podman(base, cgroup_parent, None if lock.exists() else lock, netns)

@@ -1,13 +1,44 @@
-"""The sandbox scenario runner: named, timed steps and the table they print."""
+"""The sandbox scenario runner: named, timed steps, the node each ran on, and the table they print.
+
+A scenario runs on one node (`make sandbox --nodes 1`) or on a cluster (nodeenv/sandbox.py). Each
+part asks for the places its pods and commands go to with `scn.at(i)`: node i of the cluster
+(round robin), or the one node. A `Place` is a node's name, its network namespace and its node.env
+with the control part's endpoints (`Scenario.env`: the API double, the webhook, OVN central as
+this namespace reaches them) laid over it, so a part reads node-local endpoints (the CNI conflist,
+the CSI sockets) from its place and cluster-wide ones from `scn.env`.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from nodeenv.daemons import in_netns
 from nodeenv.node import Node
+
+if TYPE_CHECKING:
+    from nodeenv.cluster.cluster import Cluster
+
+SINGLE = "node"
+"""The place name of the single node (`--nodes 1`)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Place:
+    """A node a step runs on: its name, its network namespace ("" = this one) and its endpoints."""
+
+    name: str
+    netns: str
+    env: dict[str, str]
+    install_root: Path
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """`argv` run on this node (in its network namespace)."""
+        return in_netns(self.netns, argv)
 
 
 @dataclass
@@ -16,11 +47,16 @@ class StepResult:
     ok: bool
     seconds: float
     detail: str = ""
+    node: str = ""
 
 
 @dataclass
 class Scenario:
     node: Node
+    """The single node, or the cluster's sandbox part (the control view: `env`)."""
+    places: list[Place] = field(default_factory=list)
+    """The cluster's nodes ([] = the single node)."""
+    cluster: Cluster | None = None
     results: list[StepResult] = field(default_factory=list)
     _cleanups: list[Callable[[], object]] = field(default_factory=list)
 
@@ -28,15 +64,36 @@ class Scenario:
     def env(self) -> dict[str, str]:
         return self.node.endpoints
 
+    def at(self, i: int) -> Place:
+        """Place `i` (node i+1 of the cluster, round robin; the single node whatever `i`)."""
+        if not self.places:
+            s = self.node.settings
+            return Place(SINGLE, s.netns, self.node.endpoints, s.install_root)
+        return self.places[i % len(self.places)]
+
+    @property
+    def spread(self) -> int:
+        """How many distinct nodes `at` hands out."""
+        return max(1, len(self.places))
+
+    def where(self, *places: Place) -> str:
+        """The node column for a step on these places: their names once each, in order."""
+        return ",".join(dict.fromkeys(p.name for p in places))
+
     @contextmanager
-    def step(self, name: str) -> Iterator[None]:
+    def step(self, name: str, on: str = "") -> Iterator[StepResult]:
+        """A timed step; `on` names the node(s) it ran on ("": the control part, or the single node).
+        The step may set the result's `detail` (a figure it measured)."""
+        result = StepResult(name, False, 0.0, node=on or (SINGLE if not self.places else "control"))
         t0 = time.perf_counter()
         try:
-            yield
+            yield result
         except Exception as e:
-            self.results.append(StepResult(name, False, time.perf_counter() - t0, f"{type(e).__name__}: {e}"))
+            result.seconds, result.detail = time.perf_counter() - t0, f"{type(e).__name__}: {e}"
+            self.results.append(result)
             raise
-        self.results.append(StepResult(name, True, time.perf_counter() - t0))
+        result.ok, result.seconds = True, time.perf_counter() - t0
+        self.results.append(result)
 
     def defer(self, fn: Callable[[], object]) -> None:
         """Register a cleanup (its result is ignored); they run newest first when the scenario ends."""
@@ -54,10 +111,12 @@ class Scenario:
 
     def table(self) -> str:
         width = max([len(r.name) for r in self.results] + [4])
-        lines = [f"{'step':<{width}}  result  time", f"{'-' * width}  ------  -------"]
+        nodes = max([len(r.node) for r in self.results] + [4])
+        lines = [f"{'step':<{width}}  {'node':<{nodes}}  result  time",
+                 f"{'-' * width}  {'-' * nodes}  ------  -----------"]  # fmt: skip
         for r in self.results:
             res = "ok" if r.ok else "FAILED"
-            lines.append(f"{r.name:<{width}}  {res:<6}  {r.seconds * 1000:7.1f} ms")
+            lines.append(f"{r.name:<{width}}  {r.node:<{nodes}}  {res:<6}  {r.seconds * 1000:8.1f} ms")
             if r.detail:
-                lines.append(f"{'':<{width}}    {r.detail}")
+                lines.append(f"{'':<{width}}  {'':<{nodes}}    {r.detail}")
         return "\n".join(lines)

@@ -7,6 +7,7 @@ from nodeenv.scenarios import (
     fiberlb,
     flashdns,
     kubeapi,
+    node_failure,
     ovn_alive,
     podman,
     spec_times,
@@ -16,5 +17,6 @@ from nodeenv.scenarios import (
 
 SCENARIOS = (
     ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip

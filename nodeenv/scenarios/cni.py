@@ -1,5 +1,6 @@
 """PrismNET CNI in the sandbox: pods in two namespaces created through the installed `prismnet`
-executable (driven the way containerd drives a conflist), pinging each other and the node."""
+executable (driven the way containerd drives a conflist), pinging each other and the node. On a
+cluster each pod is on another node (its node's installed plugin, run in that node's namespace)."""
 
 from __future__ import annotations
 
@@ -8,41 +9,45 @@ import time
 
 from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
-from nodeenv.scenario import Scenario
+from nodeenv.scenario import Place, Scenario
 
 PODS = (("sbx-cni-a1", "sandbox-a"), ("sbx-cni-a2", "sandbox-a"), ("sbx-cni-b1", "sandbox-b"))
 
 
 def run(scn: Scenario) -> None:
-    env = scn.node.endpoints
-    rt = installed_runtime(env)  # as kubelet does: nothing but the installed conflist
+    places = {name: scn.at(i) for i, (name, _) in enumerate(PODS)}
+    runtimes = {name: installed_runtime(p.env) for name, p in places.items()}  # as kubelet: the conflist
     results: dict[str, dict[str, object]] = {}
-    with scn.step("cni: ADD 3 pods in 2 namespaces via prismnet"):
+    on = scn.where(*places.values())
+    with scn.step("cni: ADD 3 pods in 2 namespaces via prismnet", on=on):
         for name, ns in PODS:
-            _add(scn, rt, name, ns, results)
-    with scn.step("cni: CHECK every pod"):
+            _add(scn, runtimes[name], name, ns, results)
+    with scn.step("cni: CHECK every pod", on=on):
         for name, ns in PODS:
-            call = rt.check(_cid(name), f"/run/netns/{name}", results[name], args=_args(name, ns))
+            call = runtimes[name].check(_cid(name), f"/run/netns/{name}", results[name], args=_args(name, ns))
             if call.rc:
                 raise RuntimeError(f"CHECK {name}: {call.out}")
-    with scn.step("cni: pods ping each other (same and other namespace)"):
+    with scn.step("cni: pods ping each other (same and other namespace)", on=on):
         _ping(PODS[0][0], _ip(results[PODS[1][0]]))
         _ping(PODS[0][0], _ip(results[PODS[2][0]]))
         _ping(PODS[2][0], _ip(results[PODS[1][0]]))
-    with scn.step("cni: node pings pods, pods ping the node"):
-        for name, _ in PODS:
-            _ping(None, _ip(results[name]))
-        node_ip = _node_address(env)
-        _ping(PODS[2][0], node_ip)
-    with scn.step("cni: DEL removes the pods' ports"):
-        _delete_all(rt, results, env)
+    with scn.step("cni: node pings pods, pods ping the node", on=on):
+        for place in {p.name: p for p in places.values()}.values():  # every node pings every pod
+            for name, _ in PODS:
+                _ping(None, _ip(results[name]), place)
+        for name, _ in PODS:  # every pod pings its own node
+            _ping(name, _node_address(places[name]))
+    with scn.step("cni: DEL removes the pods' ports", on=on):
+        for name, ns in PODS:
+            call = runtimes[name].delete(
+                _cid(name), f"/run/netns/{name}", results.pop(name), args=_args(name, ns)
+            )
+            if call.rc:
+                raise RuntimeError(f"DEL {name}: {call.out}")
+        _no_ports_left(scn.env)
 
 
-def _delete_all(rt: CniRuntime, results: dict[str, dict[str, object]], env: dict[str, str]) -> None:
-    for name, ns in PODS:
-        call = rt.delete(_cid(name), f"/run/netns/{name}", results.pop(name), args=_args(name, ns))
-        if call.rc:
-            raise RuntimeError(f"DEL {name}: {call.out}")
+def _no_ports_left(env: dict[str, str]) -> None:
     nbctl = [
         "ovn-nbctl",
         f"--db={env['OVN_NB_DB']}",
@@ -83,21 +88,23 @@ def _ip(result: dict[str, object]) -> str:
     return str(result["ips"][0]["address"]).split("/")[0]  # type: ignore[index]
 
 
-def _node_address(env: dict[str, str]) -> str:
+def _node_address(place: Place) -> str:
     """The node's address on the pod network (its management port)."""
     from cni.settings import AgentSettings
 
-    ifname = AgentSettings(bridge=env["OVS_BRIDGE"]).management_if
-    out = run_checked(["ip", "-4", "-o", "addr", "show", "dev", ifname]).split()
+    ifname = AgentSettings(bridge=place.env["OVS_BRIDGE"]).management_if
+    out = run_checked(place.argv(["ip", "-4", "-o", "addr", "show", "dev", ifname])).split()
     return out[out.index("inet") + 1].split("/")[0]
 
 
-def _ping(netns: str | None, ip: str) -> None:
-    prefix = ["ip", "netns", "exec", netns] if netns else []
+def _ping(netns: str | None, ip: str, node: Place | None = None) -> None:
+    """Ping from the pod `netns`, or (None) from `node` (this namespace when no node is given)."""
+    argv = ["ping", "-c1", "-W1", ip]
+    argv = ["ip", "netns", "exec", netns, *argv] if netns else node.argv(argv) if node else argv
     deadline = time.monotonic() + 5
     while True:
-        proc = subprocess.run([*prefix, "ping", "-c1", "-W1", ip], capture_output=True, text=True)
+        proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode == 0:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{netns or 'node'} cannot ping {ip}")
+            raise RuntimeError(f"{netns or (node.name if node else 'node')} cannot ping {ip}")

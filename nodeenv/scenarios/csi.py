@@ -1,6 +1,8 @@
 """LightningStor CSI in the sandbox: a 1 GiB volume published to the node, staged and published
 to a pod path, a file written and read from a pod network namespace, online expansion, a
-snapshot restored to a new volume that has the file, and everything torn down again."""
+snapshot restored to a new volume that has the file, and everything torn down again. On a cluster
+this runs on one node, through that node's plugin (found through its registration directory), its
+volumes in the cluster's LightningStor (LIGHTNINGSTOR_DIR names where the double keeps them)."""
 
 from __future__ import annotations
 
@@ -31,11 +33,16 @@ CAP = csi_pb2.VolumeCapability(
 
 
 class Csi:
-    """The sidecars' and kubelet's side of the calls, with kubelet-like paths in the run dir."""
+    """The sidecars' and kubelet's side of the calls, with kubelet-like paths in the run dir: the
+    Controller service of the node `controller` names (the node's own by default), the Node service
+    and kubelet paths of the node `env` names."""
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.channel = grpc.insecure_channel(env["CSI_CONTROLLER_ENDPOINT"])
-        self.controller = csi_pb2_grpc.ControllerStub(self.channel)
+    def __init__(self, env: dict[str, str], controller: Csi | None = None) -> None:
+        if controller is None:
+            self.channel = grpc.insecure_channel(env["CSI_CONTROLLER_ENDPOINT"])
+            self.controller = csi_pb2_grpc.ControllerStub(self.channel)
+        else:
+            self.channel, self.controller = controller.channel, controller.controller
         # kubelet's way to the Node service: the plugin registration directory, nothing else
         node_endpoint = kubelet_endpoint(Path(env["CSI_PLUGINS_REGISTRY"]), DRIVER_NAME)
         self.node = csi_pb2_grpc.NodeStub(grpc.insecure_channel(node_endpoint))
@@ -102,9 +109,11 @@ def _once(fn: Callable[[], None]) -> Callable[[], None]:
 
 
 def run(scn: Scenario) -> None:
-    csi = Csi(scn.env)
+    place = scn.at(0)
+    env, on = place.env, place.name
+    csi = Csi(env)
     c = csi.controller
-    with scn.step("csi: create a 1 GiB volume"):
+    with scn.step("csi: create a 1 GiB volume", on=on):
         req = csi_pb2.CreateVolumeRequest(
             name=PVC,
             capacity_range=csi_pb2.CapacityRange(required_bytes=GIB),
@@ -114,28 +123,31 @@ def run(scn: Scenario) -> None:
         vol = c.CreateVolume(req).volume
         teardown_vol = _once(lambda: csi.teardown(vol.volume_id))
         scn.defer(teardown_vol)
-    with scn.step("csi: publish to the node, stage and publish to a pod path"):
+    with scn.step("csi: publish to the node, stage and publish to a pod path", on=on):
         target = csi.attach_and_mount(vol.volume_id)
-    with scn.step("csi: write and read back a file from a pod netns"):
+    with scn.step("csi: write and read back a file from a pod netns", on=on):
         run_checked(["ip", "netns", "add", POD_NS])
         scn.defer(lambda: subprocess.run(["ip", "netns", "del", POD_NS], check=False))
         out = _in_pod(f"echo written-in-a-pod > {target}/hello.txt && sync && cat {target}/hello.txt")
         if out != "written-in-a-pod":
             raise RuntimeError(f"read back {out!r}")
-    with scn.step("csi: expand online to 2 GiB"):
+    with scn.step("csi: expand online to 2 GiB", on=on):
         _expand(csi, vol.volume_id, target)
-    with scn.step("csi: snapshot the volume"):
+    with scn.step("csi: snapshot the volume", on=on):
         snap = c.CreateSnapshot(
             csi_pb2.CreateSnapshotRequest(name=SNAP, source_volume_id=vol.volume_id)
         ).snapshot
         scn.defer(lambda: c.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id)))
-    with scn.step("csi: restore the snapshot to a new volume and read the file there"):
+    with scn.step("csi: restore the snapshot to a new volume and read the file there", on=on):
         teardown_vol2 = _restore_and_read(scn, csi, snap.snapshot_id)
-    with scn.step("csi: tear everything down"):
+    with scn.step("csi: tear everything down", on=on):
         teardown_vol2()
         teardown_vol()
         c.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id))
-        left = loopdev.backed_by_dir(Path(scn.env["CSI_STATE_DIR"]), leaving=False)
+        stores = [env["CSI_STATE_DIR"], env.get("LIGHTNINGSTOR_DIR", "")]
+        left = [
+            d for store in filter(None, stores) for d in loopdev.backed_by_dir(Path(store), leaving=False)
+        ]
         listed = c.ListVolumes(csi_pb2.ListVolumesRequest()).entries
         if left or listed or os.path.exists(target):
             raise RuntimeError(f"left behind: loops {left}, volumes {len(listed)}, target {target}")

@@ -1,7 +1,10 @@
 """FiberLB in the sandbox: three CNI pods serving HTTP, an EndpointSlice (no kube-controller-manager
 runs here, so the scenario writes it), a LoadBalancer Service created with kubectl that gets an
 external IP; HTTP from a client pod and from the node reaches all three; a removed backend stops
-answering; deleting the Service removes the VIP and frees the IP. The same for a ClusterIP Service."""
+answering; deleting the Service removes the VIP and frees the IP. The same for a ClusterIP Service.
+On a cluster the backends are on every node (one each), the client pod on the first and the
+requests "from the node" come from the second node's namespace: the load balancer is the cluster's
+(central NB rows every chassis enforces) and each answer crosses Geneve to its backend's node."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from typing import Any
 
 from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
-from nodeenv.scenario import Scenario
+from nodeenv.scenario import Place, Scenario
 
 NS, CLIENT_NS = "sandbox-lb", "sandbox-lbc"
 BACKENDS = ("sbx-lb-1", "sbx-lb-2", "sbx-lb-3")
@@ -26,18 +29,19 @@ HTTP = {"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}
 
 def run(scn: Scenario) -> None:
     pods: dict[str, str] = {}
-    with scn.step("fiberlb: 3 CNI pods serving HTTP + a client pod"):
-        rt = _runtime(scn.env)
-        for name in BACKENDS:
-            pods[name] = _pod(scn, rt, name, NS)
+    places = [scn.at(i) for i in range(len(BACKENDS))]
+    client, node = scn.at(0), scn.at(1)
+    with scn.step("fiberlb: 3 CNI pods serving HTTP + a client pod", on=scn.where(*places, client)):
+        for name, place in zip(BACKENDS, places, strict=True):
+            pods[name] = _pod(scn, _runtime(place.env), name, NS)
             _serve(scn, name)
-        _pod(scn, rt, CLIENT, CLIENT_NS)
+        _pod(scn, _runtime(client.env), CLIENT, CLIENT_NS)
         _apply(scn.env, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     for kind in ("LoadBalancer", "ClusterIP"):
-        _service_round(scn, kind, pods)
+        _service_round(scn, kind, pods, client, node)
 
 
-def _service_round(scn: Scenario, kind: str, pods: dict[str, str]) -> None:
+def _service_round(scn: Scenario, kind: str, pods: dict[str, str], client: Place, node: Place) -> None:
     name = "web-lb" if kind == "LoadBalancer" else "web-cip"
     env = scn.env
     scn.defer(
@@ -48,10 +52,11 @@ def _service_round(scn: Scenario, kind: str, pods: dict[str, str]) -> None:
         _apply(env, _service(name, kind))
     with scn.step(f"fiberlb: {kind} address in the Service"):
         vip = _until(lambda: _address(env, name, kind), bool, f"{name} has no address")
-    with scn.step(f"fiberlb: HTTP to {vip} from a pod and from the node reaches all 3"):
-        for netns in (CLIENT, None):
+    with scn.step(f"fiberlb: HTTP to {vip} from a pod and from the node reaches all 3",
+                  on=scn.where(client, node)):  # fmt: skip
+        for netns in (CLIENT, node.netns or None):
             _reach_all(netns, vip, pods)
-    with scn.step("fiberlb: a backend removed from the EndpointSlice stops answering"):
+    with scn.step("fiberlb: a backend removed from the EndpointSlice stops answering", on=client.name):
         _apply(env, _slice(name, [ip for pod, ip in pods.items() if pod != BACKENDS[0]]))
         _until(lambda: _answers(CLIENT, vip), lambda r: r == set(BACKENDS[1:]), "backend removal")
     with scn.step(
@@ -98,21 +103,13 @@ def _pod(scn: Scenario, rt: CniRuntime, name: str, ns: str) -> str:
     return str(call.out["ips"][0]["address"]).split("/")[0]  # type: ignore[index]
 
 
-def _serve(scn: Scenario, name: str) -> None:
+def _serve(scn: Scenario, name: str, netns: str = "") -> None:
+    """An HTTP server on 8080 in the pod's network namespace (`netns`, by default named `name`)
+    answering its name."""
     root = Path(tempfile.mkdtemp(prefix=f"{name}-"))
     (root / "index.html").write_text(name)
-    argv = [
-        "ip",
-        "netns",
-        "exec",
-        name,
-        sys.executable,
-        "-m",
-        "http.server",
-        "8080",
-        "--directory",
-        str(root),
-    ]
+    argv = ["ip", "netns", "exec", netns or name, sys.executable, "-m", "http.server", "8080",
+            "--directory", str(root)]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def stop() -> None:
@@ -149,9 +146,10 @@ def _slice(service: str, ips: list[str]) -> dict[str, Any]:
             "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}  # fmt: skip
 
 
-def _address(env: dict[str, str], name: str, kind: str) -> str:
+def _address(env: dict[str, str], name: str, kind: str, namespace: str = NS) -> str:
     path = "{.status.loadBalancer.ingress[0].ip}" if kind == "LoadBalancer" else "{.spec.clusterIP}"
-    return _kubectl(env, "-n", NS, "get", "service", name, "-o", f"jsonpath={path}", check=False).strip()
+    argv = ["-n", namespace, "get", "service", name, "-o", f"jsonpath={path}"]
+    return _kubectl(env, *argv, check=False).strip()
 
 
 def _answers(netns: str | None, vip: str, n: int = 24) -> set[str]:

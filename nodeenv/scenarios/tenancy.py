@@ -3,7 +3,9 @@ controller installs and the netpol controller enforces in OVN, one port opened b
 policy, and a project member's token mapping to the groups the project's RoleBindings name.
 
 Namespaces, Pods and NetworkPolicies go to the API double through kubectl, pods' networks through
-the installed `prismnet` executable; TCP echo servers run in the pods' netns.
+the installed `prismnet` executable; TCP echo servers run in the pods' netns. On a cluster each pod
+is on its own node: tenant-a's web and client on two nodes reach each other, tenant-b's client on a
+third is refused, until the policy pair opens one port across the nodes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
-from nodeenv.scenario import Scenario
+from nodeenv.scenario import Place, Scenario
 from nodeenv.scenarios.webhook import WebhookClient, _review
 
 PROJECTS = {"tenant-a": ("org-sbx", "proj-a"), "tenant-b": ("org-sbx", "proj-b")}
@@ -51,16 +53,20 @@ def run(scn: Scenario) -> None:
         for ns in PROJECTS:
             _eventually(_counts(kubectl, "networkpolicies", ns, 2), "default policies")
             _eventually(_counts(kubectl, "rolebindings", ns, 3), "role bindings")
-    ips = _pods(scn, kubectl)
+    places = [scn.at(i) for i in range(len(PODS))]
+    ips = _pods(scn, kubectl, places)
     web = ips[("tenant-a", "web")]
-    with scn.step("tenancy: traffic allowed inside a project"):
+    a_web, a_client, b_client = places
+    with scn.step("tenancy: traffic allowed inside a project", on=scn.where(a_client, a_web)):
         _eventually(lambda: _reaches("tenant-a-client", web, 8080), "tenant-a client -> web:8080 allowed")
-    with scn.step("tenancy: traffic refused across projects"):
+    with scn.step("tenancy: traffic refused across projects", on=scn.where(b_client, a_web)):
         _eventually(lambda: not _reaches("tenant-b-client", web, 8080), "tenant-b client -> web:8080 refused")
     if env.get("CLUSTER_DNS_IP"):
-        with scn.step("tenancy: the cluster DNS answers a pod under default deny"):
+        with scn.step("tenancy: the cluster DNS answers a pod under default deny", on=a_client.name):
             _dns(env["CLUSTER_DNS_IP"])
-    with scn.step("tenancy: a policy pair opens one port from tenant-b to tenant-a"):
+    with scn.step(
+        "tenancy: a policy pair opens one port from tenant-b to tenant-a", on=scn.where(b_client, a_web)
+    ):
         _open_port(kubectl, scn)
         _eventually(lambda: _reaches("tenant-b-client", web, 8080), "tenant-b client -> web:8080 allowed")
         if _reaches("tenant-b-client", web, 9000):
@@ -117,13 +123,11 @@ def _dns(server: str) -> None:
         raise RuntimeError(f"no DNS answer from {server} in tenant-a: {out!r}")
 
 
-def _pods(scn: Scenario, kubectl: list[str]) -> dict[tuple[str, str], str]:
-    env = scn.env
-    rt = installed_runtime(env, chained=False)
+def _pods(scn: Scenario, kubectl: list[str], places: list[Place]) -> dict[tuple[str, str], str]:
     ips = {}
-    with scn.step("tenancy: 3 pods through prismnet, in the API with labels and IPs"):
-        for ns, name in PODS:
-            ips[(ns, name)] = _pod(scn, kubectl, rt, ns, name)
+    with scn.step("tenancy: 3 pods through prismnet, in the API with labels and IPs", on=scn.where(*places)):
+        for (ns, name), place in zip(PODS, places, strict=True):
+            ips[(ns, name)] = _pod(scn, kubectl, installed_runtime(place.env, chained=False), ns, name)
     return ips
 
 

@@ -3,7 +3,7 @@ lightningstor-csi-node pods on the session's OVN node (PrismNET pod network), th
 `lightningstor-csi` containers Ready through their own probes (the liveness-probe sidecar's
 /healthz, served in its place by the runner: nodeenv/kubelet/livenessprobe.py). The overlay's backend
 is PlasmaCloud's VolumeService (`CSI_BACKEND: lightningstor`), here the faithful gRPC fake
-(tests/integration/csi/fake_lightningstor.py, real loop devices) on the node's management address,
+(nodeenv/lightningstor_double.py, real loop devices) on the node's management address,
 which the pods reach over PrismNET. The sidecars' and kubelet's calls (csi_callers.py) then serve a
 volume of the overlay's StorageClass to a pod path, a podman container writes to it, the data
 survives unpublish/unstage/restage/republish, and deleting it leaves no loop device or mount."""
@@ -23,8 +23,8 @@ from csi.settings import DRIVER_NAME
 from nodeenv.kubeapi.state import ApiConfig
 from nodeenv.kubelet.rootdir import mounts_under
 from nodeenv.kubelet.sandbox import node_cni
+from nodeenv.lightningstor_double import serve
 from tests.cni_agent_fixture import Agent
-from tests.integration.csi.fake_lightningstor import serve
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubelet import csi_callers as csi
 from tests.integration.kubelet.conftest import NS, pods, wait_for

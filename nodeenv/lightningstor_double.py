@@ -1,4 +1,6 @@
-"""A faithful in-process LightningStor VolumeService on a real gRPC unix socket.
+"""A faithful in-process LightningStor VolumeService on a real gRPC unix socket: PlasmaCloud's
+volume service for the CSI tests and for the sandbox cluster's nodes (one service, every node's
+plugin attaching through it, as on PlasmaCloud).
 
 Volumes are sparse files under a directory; AttachVolume attaches a loop device and
 hands its path back in `device_path`, as the real service hands back an NBD/iSCSI
@@ -256,3 +258,33 @@ def serve(root: Path, nodes: Sequence[str], host: str = "") -> tuple[grpc.Server
     server.start()
     time.sleep(0)
     return server, service, endpoint
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m nodeenv.lightningstor_double`: the double as a daemon on a unix socket (the sandbox
+    cluster's LightningStor), until SIGTERM or SIGINT."""
+    import argparse
+    import os
+    import signal
+
+    p = argparse.ArgumentParser(prog="lightningstor-double", description=main.__doc__)
+    p.add_argument("--root", type=Path, default=Path(os.environ.get("LIGHTNINGSTOR_DOUBLE_ROOT", "")),
+                   required="LIGHTNINGSTOR_DOUBLE_ROOT" not in os.environ,
+                   help="where volumes and snapshots are kept; the socket is <root>/ls.sock "
+                        "(env LIGHTNINGSTOR_DOUBLE_ROOT)")  # fmt: skip
+    p.add_argument("--nodes", default=os.environ.get("LIGHTNINGSTOR_DOUBLE_NODES", ""),
+                   help="comma-separated node ids a volume may be attached to "
+                        "(env LIGHTNINGSTOR_DOUBLE_NODES)")  # fmt: skip
+    args = p.parse_args(argv)
+    server, _, endpoint = serve(args.root, [n for n in args.nodes.split(",") if n])
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    print(f"lightningstor-double serving {endpoint}", flush=True)
+    stopped.wait()
+    server.stop(grace=2).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""`k8shost-node sandbox`: the scenario (nodeenv/scenarios/) on a cluster of 3 nodes, or on one node.
+
+On a cluster (the default, `--nodes 3`) everything lives in its own run dir (`.run-sandbox/`, the
+cluster's) and namespace prefix (`k8shs`), so it runs beside `make cluster-up` and a test session's
+clusters:
+
+- the cluster (nodeenv/cluster/cluster.py), its control part also running PlasmaCloud's volume
+  service (the double, nodeenv/lightningstor_double.py; `control/store/`), one for the cluster, and
+  each node's CSI plugin on it, so a volume written on one node is attached to another;
+- `sandbox/`: what the scenario needs besides the cluster, in this namespace against the API double
+  on loopback: the IAM webhook, project-controller and node-controller.
+
+Then the scenario's parts in order, each step naming the node(s) it ran on, and everything stopped
+again (by PID; the cluster's namespaces by name). `--nodes 1` is the single-node environment
+(`make node-up`'s) instead, with the same parts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from csi.cleanup import release_under
+from csi.settings import DRIVER_NAME
+from nodeenv.cluster.cluster import Cluster
+from nodeenv.cluster.control import Given
+from nodeenv.cluster.settings import ClusterSettings
+from nodeenv.csi_component import CsiComponent
+from nodeenv.daemons import start_foreground, unix_listening, wait_for
+from nodeenv.netpol_component import start_controller
+from nodeenv.node import Component, Node, NodeSettings, read_env_file
+from nodeenv.projects_component import ProjectsComponent
+from nodeenv.scenario import Place, Scenario
+from nodeenv.scenarios import SCENARIOS
+from nodeenv.webhook_component import WebhookComponent
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DIR = REPO / ".run-sandbox"
+DEFAULT_PREFIX = "k8shs"
+SUN_PATH_MAX = 107
+OVERLAID = ("KUBECONFIG", "KUBE_API_URL", "OVN_NB_DB", "OVN_SB_DB", "LIGHTNINGSTOR_DIR")
+"""Keys of a node's env replaced by the control part's (this namespace's view of the same thing)."""
+
+
+class LightningStorComponent:
+    """The volume service double as a daemon: `<run>/store` holds the volumes, `<run>/store/ls.sock`.
+    node.env gains LIGHTNINGSTOR_ENDPOINT and LIGHTNINGSTOR_DIR."""
+
+    name = "lightningstor-double"
+
+    def __init__(self, nodes: list[str]) -> None:
+        self.nodes = nodes
+
+    def start(self, node: Node) -> dict[str, str]:
+        root = node.path("store", "x").parent
+        argv = [sys.executable, "-m", "nodeenv.lightningstor_double", "--root", str(root),
+                "--nodes", ",".join(self.nodes)]  # fmt: skip
+        _, proc = start_foreground(self.name, argv, node.path("lightningstor.log"), node.process_env(),
+                                   node.daemons)  # fmt: skip
+        wait_for(lambda: unix_listening(root / "ls.sock"), "the LightningStor double's socket", proc=proc)
+        return {"LIGHTNINGSTOR_ENDPOINT": f"unix://{root / 'ls.sock'}", "LIGHTNINGSTOR_DIR": str(root)}
+
+    def cleanup(self, node: Node) -> None:
+        """Loop devices of its volumes a failed run left attached, mounts of them under the store."""
+        if node.run_dir.exists():
+            release_under(node.run_dir)
+
+
+class NodeControllerComponent:
+    """node-controller (controllers/nodes): a deleted Node's OVN state released; leader-elected."""
+
+    name = "node-controller"
+
+    def start(self, node: Node) -> dict[str, str]:
+        flags = ["--ovn-nb-db", node.endpoints["OVN_NB_DB"], "--ovn-sb-db", node.endpoints["OVN_SB_DB"]]
+        base = start_controller(node, self.name, "controllers.nodes.main", flags)
+        return {"NODES_METRICS": f"{base}/metrics"}
+
+    def cleanup(self, node: Node) -> None:
+        """The daemon is stopped by PID."""
+
+
+class SandboxCluster(Cluster):
+    """The sandbox's cluster: LightningStor in its control part (started first), every node's CSI
+    plugin on it."""
+
+    def __init__(self, settings: ClusterSettings) -> None:
+        super().__init__(settings)
+        self.control.components = [*self.control.components, LightningStorComponent(settings.node_names())]
+
+    def node_components(self, central: dict[str, str]) -> list[Component]:
+        endpoint = self.control.endpoints.get("LIGHTNINGSTOR_ENDPOINT", "")  # "" when only cleaning up
+        return [CsiComponent(endpoint) if isinstance(c, CsiComponent) else c
+                for c in super().node_components(central)]  # fmt: skip
+
+
+class ClusterSandbox:
+    """The sandbox cluster and its `sandbox` part (see the module doc)."""
+
+    def __init__(self, settings: ClusterSettings) -> None:
+        self.cluster = SandboxCluster(settings)
+        self.control = Node(NodeSettings(run_dir=settings.run_dir / "sandbox"), [])
+
+    def up(self) -> None:
+        if self.control.run_dir.exists():  # a kept or crashed sandbox's, before the cluster's cleanup
+            self.control.down()
+        self.cluster.up()
+        env = read_env_file(self.cluster.env_file)
+        first, store = self.cluster.nodes[0].env, self.cluster.control.endpoints
+        given = {**env, **{k: first[k] for k in ("CLUSTER_DNS_IP", "CLUSTER_DOMAIN")},
+                 **{k: v for k, v in store.items() if k.startswith("LIGHTNINGSTOR_")}}  # fmt: skip
+        self.control.components = [
+            Given(given),
+            WebhookComponent(),
+            ProjectsComponent(),
+            NodeControllerComponent(),
+        ]
+        self.control.up()
+
+    def places(self) -> list[Place]:
+        over = {k: v for k, v in self.control.endpoints.items() if k in OVERLAID}
+        return [
+            Place(n.name, n.netns, {**n.env, **over}, n.node.settings.install_root)
+            for n in self.cluster.nodes
+        ]
+
+    def down(self) -> list[str]:
+        """Stop the sandbox part and the cluster (by PID); the daemons stopped."""
+        stopped = [f"sandbox/{name}" for name in self.control.down()] if self.control.run_dir.exists() else []
+        return stopped + self.cluster.down()
+
+
+def run_cluster(settings: ClusterSettings, *, keep: bool = False) -> int:
+    sandbox = ClusterSandbox(settings)
+    scn = Scenario(sandbox.control, cluster=sandbox.cluster)
+    names = ",".join(settings.node_names())
+
+    def up() -> None:
+        sandbox.up()
+        scn.places[:] = sandbox.places()
+
+    up_step = f"cluster-up: {settings.nodes} nodes, OVN central, API double, LightningStor, controllers"
+    return _run(scn, (up_step, up), ("cluster-down", sandbox.down), names, keep, f"{settings.nodes} nodes")
+
+
+def run_single(node: Node, *, keep: bool = False) -> int:
+    return _run(Scenario(node), ("node-up", node.up), ("node-down", node.down), "", keep, "one node")
+
+
+def _run(
+    scn: Scenario,
+    up: tuple[str, Callable[[], object]],
+    down: tuple[str, Callable[[], object]],
+    on: str,
+    keep: bool,
+    what: str,
+) -> int:
+    """Up, every part of the scenario, the cleanups, down (unless `keep`); the table; 0 if all passed."""
+    t0 = time.monotonic()
+    ok, errors = True, []
+    try:
+        with scn.step(up[0], on=on):
+            up[1]()
+        for part in SCENARIOS:
+            part.run(scn)
+    except Exception:
+        ok = False
+    finally:
+        errors = scn.run_cleanups()
+        if not keep:
+            try:
+                with scn.step(down[0], on=on):
+                    down[1]()
+            except Exception:
+                ok = False
+    return _report(scn, ok, errors, time.monotonic() - t0, what)
+
+
+def _report(scn: Scenario, ok: bool, errors: list[str], seconds: float, what: str) -> int:
+    print(scn.table())
+    for e in errors:
+        print(f"cleanup error: {e}", file=sys.stderr)
+    passed = ok and not errors and all(r.ok for r in scn.results)
+    print(f"sandbox ({what}): {'PASSED' if passed else 'FAILED'} in {seconds:.1f} s")
+    return 0 if passed else 1
+
+
+def check_socket_room(settings: ClusterSettings) -> None:
+    """The deepest unix socket a node makes (its CSI registration socket) must fit in sun_path."""
+    node = settings.run_dir / "nodes" / f"node{settings.nodes}" / "root"
+    deepest = node / "var/lib/kubelet/plugins_registry" / f"{DRIVER_NAME}-reg.sock"
+    if len(str(deepest)) > SUN_PATH_MAX:
+        raise ValueError(
+            f"the run dir {settings.run_dir} is too long for the unix sockets under it ({deepest} is "
+            f"{len(str(deepest))} bytes, at most {SUN_PATH_MAX}): give a shorter --sandbox-dir"
+        )
+
+
+def sandbox_settings(env: Mapping[str, str]) -> tuple[Path, str]:
+    """The sandbox cluster's run dir and namespace prefix (env K8SHOST_SANDBOX_DIR, _PREFIX)."""
+    return Path(env.get("K8SHOST_SANDBOX_DIR", DEFAULT_DIR)), env.get(
+        "K8SHOST_SANDBOX_PREFIX", DEFAULT_PREFIX
+    )
