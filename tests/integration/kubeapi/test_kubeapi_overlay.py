@@ -22,7 +22,7 @@ def install_crds(api: KubeApiHandle, tmp_path: Path) -> None:
     f = tmp_path / "snapshot-crds.yaml"
     f.write_text(yaml.safe_dump_all(snapshot_crds()))
     out = kubectl(api, "apply", "-f", str(f))
-    assert out.count("customresourcedefinition.apiextensions.k8s.io/") == 2 and "created" in out
+    assert out.count("customresourcedefinition.apiextensions.k8s.io/") == 4 and "created" in out
 
 
 def rendered(api: KubeApiHandle) -> list[dict[str, object]]:
