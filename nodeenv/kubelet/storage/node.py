@@ -19,10 +19,15 @@ log = logging.getLogger(__name__)
 
 
 class NodeStorage:
-    def __init__(self, client: KubeClient, node: str, root: NodeRoot, kubelet_dir: Path) -> None:
+    def __init__(
+        self, client: KubeClient, node: str, root: NodeRoot, kubelet_dir: Path, cluster: bool = True
+    ) -> None:
+        """cluster: also play the cluster-wide parts (one runner of a cluster should)."""
         self.plugins = PluginWatcher(client, node, root, kubelet_dir)
         self.volumes = CsiVolumes(client, node, root, self.plugins)
-        self.cluster = (PVController(client), VolumeBinding(client), SnapshotController(client))
+        self.cluster = (
+            (PVController(client), VolumeBinding(client), SnapshotController(client)) if cluster else ()
+        )
 
     def sync(self) -> None:
         for part in (self.plugins, self.volumes, *self.cluster):

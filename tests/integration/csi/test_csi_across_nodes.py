@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from nodeenv.lightningstor import FakeVolumeService, serve
 from protos import csi_pb2
 from tests.conftest import require_root
 from tests.integration.csi.conftest import (
@@ -32,7 +33,6 @@ from tests.integration.csi.conftest import (
     publish_all,
     teardown_root,
 )
-from tests.integration.csi.fake_lightningstor import FakeVolumeService, serve
 
 pytestmark = pytest.mark.root
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from nodeenv.lightningstor import FakeVolumeService, serve
 from protos import csi_pb2
 from tests.conftest import require_root
 from tests.integration.csi.conftest import (
@@ -29,7 +30,6 @@ from tests.integration.csi.conftest import (
     teardown_all,
     teardown_root,
 )
-from tests.integration.csi.fake_lightningstor import FakeVolumeService, serve
 
 pytestmark = pytest.mark.root
 

@@ -27,8 +27,8 @@ import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 from nodeenv.kubeapi.state import ApiConfig
 from nodeenv.kubelet.rootdir import mounts_under
 from nodeenv.kubelet.sandbox import node_cni
+from nodeenv.lightningstor import serve
 from tests.cni_agent_fixture import Agent
-from tests.integration.csi.fake_lightningstor import serve
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubelet.conftest import NS, pods, wait_for
 from tests.integration.kubelet.pod_network import api_on_management_port, keep_only, management_ip
@@ -151,9 +151,8 @@ def test_pvc_through_kubectl_on_the_booted_csi_pods(
     tmp_path: Path,
 ) -> None:
     service, ls_root, endpoint = backend
-    keep_only(
-        kube_api, ("deployment.apps/lightningstor-csi-controller", "daemonset.apps/lightningstor-csi-node")
-    )
+    workloads = ("deployment.apps/lightningstor-csi-controller", "daemonset.apps/lightningstor-csi-node")
+    keep_only(kube_api, workloads, replicas=2)  # the overlay's two controllers: their sidecars elect leaders
     patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint}})
     kubectl(kube_api, "-n", NS, "patch", "configmap", "lightningstor-csi-config", "--type=merge", "-p", patch)
     runner = runner_factory(cni=node_cni(agent.env), sandbox_retry=1.0)
@@ -178,12 +177,12 @@ def _csi_pods_ready(api: KubeApiHandle) -> None:
                 for c in p.get("status", {}).get("conditions") or []
             )
         ]
-        return ps if len(ok) == len(ps) == 2 else None
+        return ps if len(ok) == len(ps) == 3 else None
 
     ps = wait_for(
         ready,
         90,
-        "both CSI pods Ready",
+        "the CSI pods Ready (two controllers, one node plugin)",
         lambda: json.dumps({n: p.get("status", {}).get("containerStatuses") for n, p in pods(api).items()})[
             :3000
         ],
@@ -203,13 +202,27 @@ def _csi_pods_ready(api: KubeApiHandle) -> None:
         "node-1",
         ["topology.stor.plasmacloud.io/node"],
     )
-    leases = _get(api, "leases", "-n", NS)["items"]
-    assert {lease["metadata"]["name"] for lease in leases} >= {
+    controllers = {n for n in ps if n.startswith("lightningstor-csi-controller-")}
+    names = {
         "stor-plasmacloud-io",
         "external-attacher-leader-stor-plasmacloud-io",
         "external-resizer-stor-plasmacloud-io",
         "external-snapshotter-leader-stor-plasmacloud-io",
     }
+
+    def held() -> dict[str, str] | None:
+        got = {
+            x["metadata"]["name"]: x["spec"].get("holderIdentity")
+            for x in _get(api, "leases", "-n", NS)["items"]
+        }
+        return got if all(got.get(n) in controllers for n in names) else None
+
+    wait_for(
+        held,
+        30,
+        "the four sidecar Leases held by a controller pod",
+        lambda: str(_get(api, "leases", "-n", NS)),
+    )
 
 
 def _volume_lifecycle(api: KubeApiHandle, runner: Any, service: Any, ls_root: Path, tmp: Path) -> None:

@@ -1,4 +1,6 @@
-"""A faithful in-process LightningStor VolumeService on a real gRPC unix socket.
+"""A faithful LightningStor VolumeService (PlasmaCloud's block storage, which the CSI driver's
+`lightningstor` backend calls) on a real gRPC socket: in-process for the tests (`serve`), or as the
+daemon `make boot` runs for the booted CSI pods (`python -m nodeenv.lightningstor`, see --help).
 
 Volumes are sparse files under a directory; AttachVolume attaches a loop device and
 hands its path back in `device_path`, as the real service hands back an NBD/iSCSI
@@ -12,7 +14,11 @@ changes between pages.
 
 from __future__ import annotations
 
+import argparse
 import bisect
+import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -256,3 +262,49 @@ def serve(root: Path, nodes: Sequence[str], host: str = "") -> tuple[grpc.Server
     server.start()
     time.sleep(0)
     return server, service, endpoint
+
+
+def detach_all(service: FakeVolumeService) -> None:
+    """Release every loop device the service attached (the daemon's clean stop)."""
+    with service.lock:
+        for att in service.attachments.values():
+            subprocess.run(["losetup", "--detach", att.device_path], check=False)
+        service.attachments.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    env = os.environ
+    p = argparse.ArgumentParser(prog="lightningstor", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=Path(env.get("LIGHTNINGSTOR_ROOT", "/var/lib/lightningstor")),
+        help="volume files live here (env LIGHTNINGSTOR_ROOT)",
+    )
+    p.add_argument(
+        "--host",
+        default=env.get("LIGHTNINGSTOR_HOST", "127.0.0.1"),
+        help="TCP address to listen on, port chosen at start (env LIGHTNINGSTOR_HOST)",
+    )
+    p.add_argument(
+        "--nodes",
+        default=env.get("LIGHTNINGSTOR_NODES", ""),
+        help="comma-separated node ids volumes may attach to (env LIGHTNINGSTOR_NODES)",
+    )
+    p.add_argument("--port-file", type=Path, help='written once listening: {"endpoint": "host:port"}')
+    args = p.parse_args(argv)
+    server, service, endpoint = serve(args.root, [n for n in args.nodes.split(",") if n], host=args.host)
+    if args.port_file:
+        args.port_file.write_text(json.dumps({"endpoint": endpoint}))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"lightningstor VolumeService on {endpoint}, volumes in {args.root}", flush=True)
+    stop.wait()
+    server.stop(2).wait()
+    detach_all(service)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
