@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 
@@ -87,21 +88,35 @@ def serve(csi_address: str, endpoint: str, registration_dir: Path) -> int:
     return 0
 
 
+def kubelet_register(
+    sock: Path, host: Callable[[str], Path] = Path, timeout: float = 5.0
+) -> pluginregistration_pb2.PluginInfo | None:
+    """kubelet's plugin watcher for one registration socket: GetInfo, then NotifyRegistrationStatus
+    (registered when a CSI 1.x driver is at the endpoint, `host` mapping kubelet's path to this
+    machine's); the plugin's info, or None when it is not a CSI plugin or was refused."""
+    with grpc.insecure_channel(f"unix://{sock}") as channel:
+        stub = pluginregistration_pb2_grpc.RegistrationStub(channel)
+        info = stub.GetInfo(pluginregistration_pb2.InfoRequest(), timeout=timeout)
+        if info.type != CSI_PLUGIN:
+            return None
+        ok = host(info.endpoint).exists() and "1.0.0" in info.supported_versions
+        status = pluginregistration_pb2.RegistrationStatus(
+            plugin_registered=ok, error="" if ok else f"no CSI 1.x driver at {info.endpoint}"
+        )
+        stub.NotifyRegistrationStatus(status, timeout=timeout)
+    return info if ok else None
+
+
 def kubelet_endpoint(registration_dir: Path, name: str, timeout: float = 5.0) -> str:
     """kubelet's side: find `name` among the registration sockets, register it, return its endpoint."""
     for sock in sorted(registration_dir.glob("*.sock")):
         with grpc.insecure_channel(f"unix://{sock}") as channel:
             stub = pluginregistration_pb2_grpc.RegistrationStub(channel)
-            info = stub.GetInfo(pluginregistration_pb2.InfoRequest(), timeout=timeout)
-            if info.type != CSI_PLUGIN or info.name != name:
+            if stub.GetInfo(pluginregistration_pb2.InfoRequest(), timeout=timeout).name != name:
                 continue
-            ok = os.path.exists(info.endpoint) and "1.0.0" in info.supported_versions
-            status = pluginregistration_pb2.RegistrationStatus(
-                plugin_registered=ok, error="" if ok else f"no CSI 1.x driver at {info.endpoint}"
-            )
-            stub.NotifyRegistrationStatus(status, timeout=timeout)
-            if ok:
-                return f"unix://{info.endpoint}"
+        info = kubelet_register(sock, timeout=timeout)
+        if info is not None:
+            return f"unix://{info.endpoint}"
     raise LookupError(f"no registration socket in {registration_dir} names CSI driver {name}")
 
 

@@ -5,7 +5,7 @@ cluster's) and namespace prefix (`k8shs`), so it runs beside `make cluster-up` a
 clusters:
 
 - the cluster (nodeenv/cluster/cluster.py), its control part also running PlasmaCloud's volume
-  service (the double, nodeenv/lightningstor_double.py; `control/store/`), one for the cluster, and
+  service (the double, nodeenv/lightningstor.py; `control/store/`), one for the cluster, and
   each node's CSI plugin on it, so a volume written on one node is attached to another;
 - `sandbox/`: what the scenario needs besides the cluster, in this namespace against the API double
   on loopback: the IAM webhook, project-controller and node-controller.
@@ -55,7 +55,7 @@ class LightningStorComponent:
 
     def start(self, node: Node) -> dict[str, str]:
         root = node.path("store", "x").parent
-        argv = [sys.executable, "-m", "nodeenv.lightningstor_double", "--root", str(root),
+        argv = [sys.executable, "-m", "nodeenv.lightningstor", "--root", str(root), "--host", "",
                 "--nodes", ",".join(self.nodes)]  # fmt: skip
         _, proc = start_foreground(self.name, argv, node.path("lightningstor.log"), node.process_env(),
                                    node.daemons)  # fmt: skip

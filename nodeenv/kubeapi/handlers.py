@@ -86,6 +86,11 @@ async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
     if info.subresource == "token":
         st.resources.get(kind, info.namespace, info.name)  # 404 for an unknown service account
         return respond(reviews.token_request(body, info.namespace, info.name, st.tokens), 201)
+    if info.subresource == "binding":
+        pod = st.resources.get(kind, info.namespace, info.name)
+        bound = reviews.bind_pod(pod, body)
+        st.resources.update(kind, info.namespace, info.name, bound)
+        return respond(success_status(kind, pod), 201)
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
     request[WARNINGS] = strict.check(kind, body, request.query)

@@ -72,7 +72,9 @@ def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]
         raise _not_found()
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
-    token = sub == "token" and kind.plural == "serviceaccounts" and kind.group == ""
+    token = (sub == "token" and kind.plural == "serviceaccounts" and kind.group == "") or (
+        sub == "binding" and kind.plural == "pods" and kind.group == ""
+    )  # create-only subresources: a TokenRequest, the scheduler's Binding
     if sub and not token and not (sub == "status" and kind.status) and not (sub == "scale" and kind.scale):
         raise _not_found()
     if token and method == "POST":

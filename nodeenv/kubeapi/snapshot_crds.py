@@ -1,12 +1,15 @@
 """The external-snapshotter CRDs a cluster admin installs before `kubectl apply -k daemonsets/overlays/k3s`
 (README, install step 4), built from the schemas vendored in tests/unit/daemonsets/crd_schemas/ with the
-names, scope and printer columns of external-snapshotter v8.2's CRD manifests."""
+names, scope and printer columns of external-snapshotter v8.2's CRD manifests; and the VolumeSnapshot and
+VolumeSnapshotContent CRDs (snapshot_objects.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+
+from nodeenv.kubeapi.snapshot_objects import snapshot_object_crds
 
 SCHEMAS = Path(__file__).parents[2] / "tests/unit/daemonsets/crd_schemas/snapshot.storage.k8s.io.json"
 _NAMES = {  # "<group>/<version> <Kind>" -> plural, shortNames
@@ -43,4 +46,4 @@ def snapshot_crds() -> list[dict[str, Any]]:
                               "schema": {"openAPIV3Schema": schemas[key]}}],
             },
         })  # fmt: skip
-    return out
+    return out + snapshot_object_crds()

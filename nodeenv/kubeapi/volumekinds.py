@@ -9,7 +9,8 @@ ReadWriteOncePod (which excludes the others); a claim's resources.requests.stora
 PV's capacity.storage; volumeMode Filesystem or Block; a PV has exactly one volume source and a
 csi source names its driver and volumeHandle; a claim's spec is immutable after creation except
 resources.requests (expansion: only upwards) and volumeAttributesClassName. Simplified: quantities
-are compared as the decimal/binary suffixes say, not every Quantity form; no binding is done.
+are compared as the decimal/binary suffixes say, not every Quantity form. A claim's volumeName may be
+set once (the PV controller's binding), as kube-apiserver allows.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def _claim(obj: Obj, old: Obj | None) -> list[Cause]:
     if old is None or out:
         return out
     before = old.get("spec") or {}
-    mutable = ("resources", "volumeAttributesClassName")
+    mutable: tuple[str, ...] = ("resources", "volumeAttributesClassName")
+    if not before.get("volumeName"):  # the PV controller binds a claim: volumeName may be set once
+        mutable += ("volumeName",)
     if {k: v for k, v in spec.items() if k not in mutable} != {
         k: v for k, v in before.items() if k not in mutable
     }:

@@ -6,6 +6,9 @@ as its PodSpec says, runs its probes and writes the Pod's status back.
 Modules: apiclient (JSON over HTTPS with a kubeconfig), controllers (workloads -> Pods, scheduling),
 envvars (env and envFrom), volumes (a pod's volumes on disk), podman_args (a container -> `podman
 run` arguments), probes (httpGet, tcpSocket, exec, grpc), status (PodStatus from what ran), runner
-(the loop), notbooted (images we do not build), endpoints (the EndpointSlice controller), cli (`python -m
-nodeenv.kubelet`), boot (`make boot`/`make boot-down`: the API double, the overlay and the runner).
+(the loop), notbooted (images neither built nor stood in for), endpoints (the EndpointSlice controller),
+sidecars/ (the CSI sidecars' stand-ins, started in their containers' place), storage/ (the plugin
+watcher, PV controller, volume binding, attach/detach and CSI volume mounts, snapshot-controller),
+cli (`python -m nodeenv.kubelet`), boot (`make boot`/`make boot-down`: the API double, the overlay,
+the LightningStor VolumeService and the runner).
 """

@@ -13,14 +13,17 @@ removes what was made):
 4. as README "Install" has the admin do: the external-snapshotter CRDs, `kubectl apply -k <overlay>`,
    k8shost-config's OVN endpoints at this node (OVS's Python library resolves no host names in the
    image) and OVS_DATAPATH_TYPE (netdev without the openvswitch kernel module), and the webhook's
-   Secrets from `iam-webhook gen-dev-pki`;
+   Secrets from `iam-webhook gen-dev-pki`; PlasmaCloud's LightningStor VolumeService (the faithful
+   stand-in `python -m nodeenv.lightningstor`, loop devices on this machine) on the API's address,
+   named in lightningstor-csi-config, so the CSI pods (their sidecars stood in for by the runner,
+   nodeenv/kubelet/sidecars/) serve PVCs;
 5. the runner (`python -m nodeenv.kubelet run`) detached, hostPaths and the CNI dirs under
    `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's --cluster-dns (its ClusterIP is
    an OVN load balancer the booted fiberlb-controller programs, to flashdns-controller's pods);
 6. waits until every scheduled pod whose containers are all booted is Ready (or --timeout), then
    prints `kubectl get pods -A -o wide` and the Ready counts.
 
-Its state is `<run dir>/daemons.json` (the two processes, by PID) and `boot.json` (the link).
+Its state is `<run dir>/daemons.json` (the processes, by PID) and `boot.json` (the link).
 """
 
 from __future__ import annotations
@@ -214,12 +217,28 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     _say(f"API double at {json.loads(port_file.read_text())['url']} (log {s.run_dir / 'kubeapi.log'})")
     apply_overlay(s, s.run_dir)
     _say(f"applied {s.overlay} with kubectl")
+    start_volume_service(s, env)
     dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
             "--node-root", str(s.node_root), "--state-dir", str(s.run_dir / "pods"),
             "--cluster-dns", dns]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
     _say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
+
+
+def start_volume_service(s: BootSettings, env: Mapping[str, str]) -> None:
+    """LightningStor's VolumeService on the API's address (pods reach it there), in the CSI config."""
+    port_file = s.run_dir / "lightningstor.json"
+    port_file.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "nodeenv.lightningstor", "--root", str(s.run_dir / "lightningstor"),
+            "--host", s.api_address, "--nodes", s.node_name, "--port-file", str(port_file)]  # fmt: skip
+    _, proc = start_foreground("lightningstor", argv, s.run_dir / "lightningstor.log",
+                               {**env, "PYTHONPATH": str(ROOT)}, s.table())  # fmt: skip
+    wait_until(port_file.exists, "the LightningStor VolumeService", 30, proc)
+    endpoint = json.loads(port_file.read_text())["endpoint"]
+    patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint}})
+    kubectl(s, "-n", NS, "patch", "configmap", "lightningstor-csi-config", "--type=merge", "-p", patch)
+    _say(f"LightningStor VolumeService at {endpoint} (log {s.run_dir / 'lightningstor.log'})")
 
 
 def _ready(p: Obj) -> bool:

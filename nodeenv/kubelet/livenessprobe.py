@@ -19,11 +19,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path, PurePosixPath
 from typing import Any
 
 import grpc
 
+from nodeenv.kubelet.sidecars import launch
 from nodeenv.kubelet.volumes import Mount
 from protos import csi_pb2, csi_pb2_grpc
 
@@ -81,25 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def node_path(mounts: list[Mount], path: str) -> Path:
-    """Where a container path is on the node: under the source of the longest mount holding it."""
-    p = PurePosixPath(path.removeprefix("unix://"))
-    held = [m for m in mounts if p.is_relative_to(m.target)]
-    if not held:
-        raise ValueError(f"{path} is on no volume the container mounts")
-    m = max(held, key=lambda m: len(m.target))
-    return m.source / p.relative_to(m.target)
-
-
 def stand_in(container: dict[str, Any], mounts: list[Mount], netns: str | None) -> subprocess.Popen[bytes]:
     """Start serving the sidecar container's endpoint (in `netns`, a named netns, or the node's)."""
-    args, _ = _parser().parse_known_args(container.get("args") or [])
-    argv = [sys.executable, "-m", __name__, f"--csi-address={node_path(mounts, args.csi_address)}",
-            f"--http-endpoint={args.http_endpoint}", f"--health-port={args.health_port}",
-            f"--probe-timeout={args.probe_timeout}"]  # fmt: skip
-    if netns:
-        argv = ["ip", "netns", "exec", netns, *argv]
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    return launch.start(__name__, container, mounts, netns)
 
 
 if __name__ == "__main__":

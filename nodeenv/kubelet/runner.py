@@ -20,14 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodeenv.kubelet import controllers, dns, endpoints, livenessprobe, rootdir
+from nodeenv.kubelet import controllers, dns, endpoints, rootdir
 from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
 from nodeenv.kubelet.sandbox import NOT_READY, CniConfig, PodSandbox, SandboxError
+from nodeenv.kubelet.sidecars import runtime as stand_ins
 from nodeenv.kubelet.status import ContainerState, now, pod_status, unschedulable
+from nodeenv.kubelet.storage.node import NodeStorage
+from nodeenv.kubelet.storage.volumebinding import claims_of
 from nodeenv.kubelet.volumes import Mount, NodeRoot, PodVolumes, TokenSource
 
 log = logging.getLogger(__name__)
@@ -114,7 +117,7 @@ class PodRuntime:
     retry_at: float | None = None
     """When boot() is tried again after the sandbox failed."""
     standins: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    """Container name -> the process doing a not-booted sidecar's job (livenessprobe.py)."""
+    """Container name -> the process standing in for a sidecar container (nodeenv/kubelet/sidecars/)."""
     resolv_conf: Path | None = None
     """The pod's /etc/resolv.conf (dns.py), when it is not the node's."""
 
@@ -152,12 +155,13 @@ class PodRuntime:
         self.ready_to_start = True
         s = self.runner.settings
         self.volumes = PodVolumes(NodeRoot(s.node_root), s.state_dir / self.pod["metadata"]["uid"],
-                                  self.runner.lookup, self.runner.tokens)  # fmt: skip
+                                  self.runner.lookup, self.runner.tokens,
+                                  claims=self.runner.storage.volumes.mount)  # fmt: skip
         try:
             self.volumes.make(self.ctx())
         except (ConfigError, ApiError) as e:
             for st in self.init + self.main:
-                self.report(st, "CreateContainerConfigError", str(e))
+                self.report(st, getattr(e, "reason", "CreateContainerConfigError"), str(e))
             return
         self.write_resolv_conf()
         for c, st in zip(spec.get("initContainers") or [], self.init, strict=True):
@@ -203,7 +207,7 @@ class PodRuntime:
         assert self.volumes is not None
         why = not_booted(c["image"])
         if why:
-            self.report(st, "NotBooted", f"{c['image']}: {why}{self.stand_in(c)}")
+            self.report(st, "NotBooted", f"{c['image']}: {why}")
             return None
         try:
             env = container_env(self.runner.lookup, self.ctx(), c)
@@ -218,16 +222,6 @@ class PodRuntime:
             return None
         label = ["--label", f"{RUNNER_LABEL}={self.runner.runner_id}"]
         return ["run", *(["-d"] if detach else []), *label, *args], penv
-
-    def stand_in(self, c: Obj) -> str:
-        """The liveness-probe sidecar's endpoint served in its place, once; what its status adds."""
-        if c["image"].rsplit(":", 1)[0] != livenessprobe.IMAGE:
-            return ""
-        if c["name"] not in self.standins:
-            assert self.volumes is not None
-            netns = self.sandbox.netns_name if self.sandbox else None
-            self.standins[c["name"]] = livenessprobe.stand_in(c, self.volumes.mounts(c), netns)
-        return "; the runner serves its /healthz in its place (nodeenv/kubelet/livenessprobe.py)"
 
     def run_init(self, c: Obj, st: ContainerState) -> bool:
         built = self._args(c, st, detach=False)
@@ -251,6 +245,8 @@ class PodRuntime:
         return True
 
     def start(self, c: Obj, st: ContainerState) -> None:
+        if stand_ins.start(self, c, st):
+            return
         built = self._args(c, st, detach=True)
         if built is None:
             return
@@ -279,7 +275,7 @@ class PodRuntime:
                 del self.backoff[c["name"]]
                 self.start(c, st)
                 continue
-            if info is None or "running" not in st.state:
+            if stand_ins.check(self, c, st) or info is None or "running" not in st.state:
                 continue
             if info.get("State") == "exited":
                 code = int(info.get("ExitCode", 0))
@@ -344,6 +340,8 @@ class PodRuntime:
             proc.terminate()
             proc.wait(10)
         self.standins.clear()
+        if claims_of(self.pod):
+            self.runner.storage.volumes.unmount(self.pod["metadata"]["uid"])
         if self.sandbox is not None:
             why = self.sandbox.destroy()
             if why:
@@ -364,6 +362,7 @@ class Runner:
         self._lock = threading.Lock()
         self.kubelet_dir = NodeRoot(settings.node_root).host("/var/lib/kubelet")
         self._bound_kubelet_dir = False
+        self.storage = NodeStorage(client, settings.node_name, NodeRoot(settings.node_root), self.kubelet_dir)
         url = urllib.parse.urlsplit(client.server)
         self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
 
@@ -463,6 +462,7 @@ class Runner:
         self.sync_workloads()
         self.sync_pods()
         endpoints.sync(self.client)
+        self.storage.sync()
 
     def run(self, stop: threading.Event) -> None:
         self._bound_kubelet_dir = rootdir.setup(self.kubelet_dir)
@@ -476,8 +476,13 @@ class Runner:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        # pods on the pod network first: their CNI DEL needs the host-network pods (the CNI agent)
-        for rt in sorted(self.pods.values(), key=lambda rt: bool(rt.pod["spec"].get("hostNetwork"))):
+        # pods using claims first (their teardown needs the CSI pods), then pods on the pod network:
+        # their CNI DEL needs the host-network pods (the CNI agent)
+        order = sorted(
+            self.pods.values(),
+            key=lambda rt: (not claims_of(rt.pod), bool(rt.pod["spec"].get("hostNetwork"))),
+        )
+        for rt in order:
             rt.stop()
         if self._bound_kubelet_dir:
             rootdir.teardown(self.kubelet_dir)

@@ -26,6 +26,8 @@ class ContainerState:
     restarts: int = 0
     container_id: str = ""
     last_state: Obj = field(default_factory=dict)
+    runtime: str = "podman"
+    """containerID's scheme: podman, or standin for a sidecar the runner stands in for."""
 
     def waiting(self, reason: str, message: str = "") -> None:
         self.state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
@@ -38,7 +40,7 @@ class ContainerState:
             "started": self.started,
         }  # fmt: skip
         if self.container_id:
-            out["containerID"] = f"podman://{self.container_id}"
+            out["containerID"] = f"{self.runtime}://{self.container_id}"
         return out
 
 

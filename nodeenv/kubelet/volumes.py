@@ -20,6 +20,8 @@ from nodeenv.kubelet.envvars import ConfigError, Lookup, PodContext, field_ref
 
 Obj = dict[str, Any]
 TokenSource = Callable[[str, str, int], str]
+ClaimMounter = Callable[[PodContext, dict[str, Any]], Path]
+"""(pod, persistentVolumeClaim volume) -> the claim's volume published for the pod (its path here)."""
 """(namespace, service account, expirationSeconds) -> a token the API accepts for that account."""
 SHARED_WITH_MACHINE = (
     Path("/dev"),
@@ -60,6 +62,8 @@ class PodVolumes:
     lookup: Lookup
     tokens: TokenSource
     made: dict[str, Path] = field(default_factory=dict)
+    claims: ClaimMounter | None = None
+    """persistentVolumeClaim volumes (nodeenv/kubelet/storage/csivolumes.py); None: refused."""
 
     def make(self, ctx: PodContext) -> None:
         for vol in ctx.pod["spec"].get("volumes") or []:
@@ -68,6 +72,8 @@ class PodVolumes:
     def _make(self, ctx: PodContext, vol: Obj) -> Path:
         if "hostPath" in vol:
             return self._host_path(vol["hostPath"])
+        if "persistentVolumeClaim" in vol and self.claims is not None:
+            return self.claims(ctx, vol)
         target: Path = self.pod_dir / "volumes" / vol["name"]
         target.mkdir(parents=True, exist_ok=True)
         ns = ctx.pod["metadata"]["namespace"]

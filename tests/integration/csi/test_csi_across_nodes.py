@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from nodeenv.lightningstor_double import FakeVolumeService, serve
+from nodeenv.lightningstor import FakeVolumeService, serve
 from protos import csi_pb2
 from tests.conftest import require_root
 from tests.integration.csi.conftest import (

@@ -22,7 +22,7 @@ def install_crds(api: KubeApiHandle, tmp_path: Path) -> None:
     f = tmp_path / "snapshot-crds.yaml"
     f.write_text(yaml.safe_dump_all(snapshot_crds()))
     out = kubectl(api, "apply", "-f", str(f))
-    assert out.count("customresourcedefinition.apiextensions.k8s.io/") == 2 and "created" in out
+    assert out.count("customresourcedefinition.apiextensions.k8s.io/") == 4 and "created" in out
 
 
 def rendered(api: KubeApiHandle) -> list[dict[str, object]]:
@@ -88,6 +88,9 @@ def test_custom_resources_through_kubectl(kube_api: KubeApiHandle, tmp_path: Pat
     kubectl(kube_api, "delete", "crd", "volumesnapshotclasses.snapshot.storage.k8s.io")
     gone = kubectl(kube_api, "get", "vsclass", check=False)  # from kubectl's discovery cache, then 404
     assert "NotFound" in gone or "the server doesn't have a resource type" in gone
+    assert kubectl(kube_api, "get", "volumesnapshots", "-A", check=False).startswith("No resources found")
+    kubectl(kube_api, "delete", "crd", "volumesnapshots.snapshot.storage.k8s.io",
+            "volumesnapshotcontents.snapshot.storage.k8s.io")  # fmt: skip
     groups = json.loads(kubectl(kube_api, "get", "--raw", "/apis"))["groups"]
     assert "snapshot.storage.k8s.io" not in [g["name"] for g in groups]
 

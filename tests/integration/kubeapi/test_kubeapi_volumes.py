@@ -92,3 +92,30 @@ def test_official_client_volumes_and_refusals(api: client.ApiClient) -> None:
     assert status_of(no_size.value)["message"] == (
         'PersistentVolumeClaim "bad" is invalid: spec.resources[storage]: Required value'
     )
+
+
+def test_binding_a_claim_and_a_pod(api: client.ApiClient) -> None:
+    """What the PV controller and the scheduler write: a claim's volumeName once (then immutable),
+    a Pod's node through pods/binding once (409 when it is already bound)."""
+    core = client.CoreV1Api(api)
+    core.create_namespaced_persistent_volume_claim(NS, {"metadata": {"name": "c"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})  # fmt: skip
+    bound = core.patch_namespaced_persistent_volume_claim("c", NS, {"spec": {"volumeName": "pv-9"}})
+    assert bound.spec.volume_name == "pv-9"
+    with pytest.raises(ApiException) as moved:
+        core.patch_namespaced_persistent_volume_claim("c", NS, {"spec": {"volumeName": "pv-10"}})
+    assert moved.value.status == 422 and "spec is immutable" in status_of(moved.value)["message"]
+
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    core.create_namespaced_pod(NS, pod)
+    target = client.V1Binding(
+        metadata=client.V1ObjectMeta(name="p"), target=client.V1ObjectReference(kind="Node", name="node-1")
+    )
+    core.create_namespaced_pod_binding("p", NS, target, _preload_content=False)
+    assert core.read_namespaced_pod("p", NS).spec.node_name == "node-1"
+    with pytest.raises(ApiException) as again:
+        core.create_namespaced_pod_binding("p", NS, target)
+    assert again.value.status == 409
+    assert status_of(again.value)["message"] == (
+        'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned to node "node-1"'
+    )

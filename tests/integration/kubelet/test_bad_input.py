@@ -75,3 +75,25 @@ def test_bad_input_named(kube_api, runner_factory, caplog, container, reason, wo
     st = wait_for(written, 10, "the container status")
     assert st["ready"] is False
     assert "probe" in reason or words[0] in st["state"]["waiting"]["message"]
+
+
+def test_pod_with_a_missing_claim_stays_pending(kube_api: Any, runner_factory: Any) -> None:
+    """The scheduler's volume binding, played by the runner: a Pod whose PVC does not exist is not
+    bound to a node; it stays Pending, Unschedulable, naming the claim."""
+    require_root()
+    container = {"name": "main", "image": image_name(), "command": ["sleep", "60"]}
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "nope"}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan", "namespace": NS},
+           "spec": {"containers": [container], "volumes": [volume]}}  # fmt: skip
+    KubeClient.from_kubeconfig(kube_api.kubeconfig).request("POST", f"/api/v1/namespaces/{NS}/pods", pod)
+    runner_factory()
+
+    def unschedulable() -> dict[str, Any] | None:
+        p = kube_api.get("pods", NS, "orphan")
+        conds = {c["type"]: c for c in (p or {}).get("status", {}).get("conditions") or []}
+        return conds.get("PodScheduled")
+
+    cond = wait_for(unschedulable, 20, "the pod's PodScheduled condition")
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert cond["message"] == '0/1 nodes are available: persistentvolumeclaim "nope" not found.'
+    assert not kube_api.get("pods", NS, "orphan")["spec"].get("nodeName")

@@ -15,7 +15,8 @@ import grpc
 import pytest
 from google.protobuf import wrappers_pb2
 
-from nodeenv.kubelet.livenessprobe import node_path, stand_in
+from nodeenv.kubelet.livenessprobe import stand_in
+from nodeenv.kubelet.sidecars.launch import node_path
 from nodeenv.kubelet.volumes import Mount
 from protos import csi_pb2, csi_pb2_grpc
 

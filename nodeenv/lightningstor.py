@@ -1,6 +1,7 @@
-"""A faithful in-process LightningStor VolumeService on a real gRPC unix socket: PlasmaCloud's
-volume service for the CSI tests and for the sandbox cluster's nodes (one service, every node's
-plugin attaching through it, as on PlasmaCloud).
+"""A faithful LightningStor VolumeService (PlasmaCloud's block storage, which the CSI driver's
+`lightningstor` backend calls) on a real gRPC socket: in-process for the tests (`serve`), or as the
+daemon `make boot` runs for the booted CSI pods and `make sandbox` for its cluster's nodes (`python -m
+nodeenv.lightningstor`, see --help).
 
 Volumes are sparse files under a directory; AttachVolume attaches a loop device and
 hands its path back in `device_path`, as the real service hands back an NBD/iSCSI
@@ -14,7 +15,11 @@ changes between pages.
 
 from __future__ import annotations
 
+import argparse
 import bisect
+import json
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -260,29 +265,46 @@ def serve(root: Path, nodes: Sequence[str], host: str = "") -> tuple[grpc.Server
     return server, service, endpoint
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m nodeenv.lightningstor_double`: the double as a daemon on a unix socket (the sandbox
-    cluster's LightningStor), until SIGTERM or SIGINT."""
-    import argparse
-    import os
-    import signal
+def detach_all(service: FakeVolumeService) -> None:
+    """Release every loop device the service attached (the daemon's clean stop)."""
+    with service.lock:
+        for att in service.attachments.values():
+            subprocess.run(["losetup", "--detach", att.device_path], check=False)
+        service.attachments.clear()
 
-    p = argparse.ArgumentParser(prog="lightningstor-double", description=main.__doc__)
-    p.add_argument("--root", type=Path, default=Path(os.environ.get("LIGHTNINGSTOR_DOUBLE_ROOT", "")),
-                   required="LIGHTNINGSTOR_DOUBLE_ROOT" not in os.environ,
-                   help="where volumes and snapshots are kept; the socket is <root>/ls.sock "
-                        "(env LIGHTNINGSTOR_DOUBLE_ROOT)")  # fmt: skip
-    p.add_argument("--nodes", default=os.environ.get("LIGHTNINGSTOR_DOUBLE_NODES", ""),
-                   help="comma-separated node ids a volume may be attached to "
-                        "(env LIGHTNINGSTOR_DOUBLE_NODES)")  # fmt: skip
+
+def main(argv: list[str] | None = None) -> int:
+    env = os.environ
+    p = argparse.ArgumentParser(prog="lightningstor", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=Path(env.get("LIGHTNINGSTOR_ROOT", "/var/lib/lightningstor")),
+        help="volume files live here (env LIGHTNINGSTOR_ROOT)",
+    )
+    p.add_argument(
+        "--host",
+        default=env.get("LIGHTNINGSTOR_HOST", "127.0.0.1"),
+        help="TCP address to listen on, port chosen at start; '' serves on <root>/ls.sock instead "
+        "(env LIGHTNINGSTOR_HOST)",
+    )
+    p.add_argument(
+        "--nodes",
+        default=env.get("LIGHTNINGSTOR_NODES", ""),
+        help="comma-separated node ids volumes may attach to (env LIGHTNINGSTOR_NODES)",
+    )
+    p.add_argument("--port-file", type=Path, help='written once listening: {"endpoint": "host:port"}')
     args = p.parse_args(argv)
-    server, _, endpoint = serve(args.root, [n for n in args.nodes.split(",") if n])
-    stopped = threading.Event()
+    server, service, endpoint = serve(args.root, [n for n in args.nodes.split(",") if n], host=args.host)
+    if args.port_file:
+        args.port_file.write_text(json.dumps({"endpoint": endpoint}))
+    stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.set())
-    print(f"lightningstor-double serving {endpoint}", flush=True)
-    stopped.wait()
-    server.stop(grace=2).wait()
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"lightningstor VolumeService on {endpoint}, volumes in {args.root}", flush=True)
+    stop.wait()
+    server.stop(2).wait()
+    detach_all(service)
     return 0
 
 
