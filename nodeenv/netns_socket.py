@@ -17,6 +17,22 @@ CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def enter(netns: str) -> None:
+    """Move the calling thread into `/run/netns/<netns>` (threads and processes it starts from then
+    on are there too): a whole daemon's network, entered before it starts any thread, while its
+    mounts stay the machine's (unlike `ip netns exec`, which also makes a mount namespace)."""
+    try:
+        fd = os.open(f"/run/netns/{netns}", os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        raise OSError(e.errno, f"network namespace {netns} does not exist") from e
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns {netns}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 def listening_socket(netns: str, host: str, port: int, backlog: int = 128) -> socket.socket:
     """A TCP socket listening on host:port inside the named network namespace."""
     made: list[socket.socket] = []

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nodeenv.kubeapi import apply, reviews, scale, strict, tables, watchstream
+from nodeenv.kubeapi import apply, binding, reviews, scale, strict, tables, watchstream
 from nodeenv.kubeapi.audit import USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
@@ -86,6 +86,8 @@ async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
     if info.subresource == "token":
         st.resources.get(kind, info.namespace, info.name)  # 404 for an unknown service account
         return respond(reviews.token_request(body, info.namespace, info.name, st.tokens), 201)
+    if info.subresource == "binding":
+        return respond(binding.bind(st.resources, kind, info.namespace, info.name, body), 201)
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
     request[WARNINGS] = strict.check(kind, body, request.query)

@@ -5,6 +5,7 @@
 /apis/<group>/<version>/...                                    the same for named groups
 /api/v1/watch/...                                              the deprecated watch prefix
 /api/v1/namespaces/<ns>/serviceaccounts/<name>/token           TokenRequest (POST only)
+/api/v1/namespaces/<ns>/pods/<name>/binding                    Binding, the scheduler's (POST only)
 The verb comes from the method: GET get/list/watch, POST create, PUT update, PATCH patch,
 DELETE delete/deletecollection.
 """
@@ -72,7 +73,9 @@ def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]
         raise _not_found()
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
-    token = sub == "token" and kind.plural == "serviceaccounts" and kind.group == ""
+    token = (sub == "token" and kind.plural == "serviceaccounts" and kind.group == "") or (
+        sub == "binding" and kind.plural == "pods" and kind.group == ""
+    )  # POST-only subresources
     if sub and not token and not (sub == "status" and kind.status) and not (sub == "scale" and kind.scale):
         raise _not_found()
     if token and method == "POST":

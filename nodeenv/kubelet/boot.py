@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,15 +70,20 @@ class BootSettings:
     overlay: Path
     datapath: str
     timeout: float
+    nodes: int = 1
+    """1: the machine's own namespace is the node; more: network namespaces (bootnodes.py)."""
+    prefix: str = "k8shb"
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> BootSettings:
         ipaddress.IPv4Address(a.api_address)  # ValueError names it
         if a.datapath not in ("auto", "system", "netdev"):
             raise ValueError(f"--datapath must be auto, system or netdev, not {a.datapath!r}")
+        if not str(a.nodes).isdigit() or int(a.nodes) < 1:
+            raise ValueError(f"--nodes must be a number of nodes, 1 or more, not {a.nodes!r}")
         return cls(run_dir=Path(a.run_dir).resolve(), node_name=a.node_name, api_address=a.api_address,
                    api_port=int(a.api_port), overlay=Path(a.overlay).resolve(), datapath=a.datapath,
-                   timeout=float(a.timeout))  # fmt: skip
+                   timeout=float(a.timeout), nodes=int(a.nodes), prefix=a.netns_prefix)  # fmt: skip
 
     @property
     def kubeconfig(self) -> Path:
@@ -92,7 +97,7 @@ class BootSettings:
         return DaemonTable(self.run_dir / "daemons.json")
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
     print(f"boot: {msg}", flush=True)
 
 
@@ -119,7 +124,7 @@ def preflight(s: BootSettings, env: Mapping[str, str]) -> list[str]:
     store, image = ImageStore.from_env(env), image_name()
     if shutil.which("podman") and not store.exists(image):
         problems.append(f"the image {image} is not in {store.base}: run `make image`")
-    if Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
+    if s.nodes == 1 and Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
         why = "another ovs-vswitchd holds the userspace datapath (one per machine)"
         problems.append(
             f"{USERSPACE_DATAPATH_DEV} exists: {why}; make node-down, make boot-down, or a test session"
@@ -141,18 +146,22 @@ def datapath(s: BootSettings) -> str:
     return "system" if Path("/sys/module/openvswitch").exists() else "netdev"
 
 
-def apply_overlay(s: BootSettings, work: Path) -> None:
-    """README "Install" steps 2-4 against the API double."""
+def apply_overlay(s: BootSettings, work: Path, servers: list[str]) -> None:
+    """README "Install" steps 2-4 against the API double; OVN's endpoints at `servers` (the
+    control-plane nodes' addresses, where ovn-central's members listen)."""
     crds = work / "snapshot-crds.yaml"
     crds.write_text(yaml.safe_dump_all(snapshot_crds()))
     kubectl(s, "apply", "-f", str(crds))
     kubectl(s, "apply", "-k", str(s.overlay))
-    data = {"OVN_NB_DB": "tcp:127.0.0.1:6641", "OVN_SB_DB": "tcp:127.0.0.1:6642",
-            "OVS_DATAPATH_TYPE": datapath(s)}  # fmt: skip
+    data = {
+        "OVN_NB_DB": ",".join(f"tcp:{a}:6641" for a in servers),
+        "OVN_SB_DB": ",".join(f"tcp:{a}:6642" for a in servers),
+        "OVS_DATAPATH_TYPE": datapath(s),
+    }
     kubectl(
         s, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge", "-p", json.dumps({"data": data})
     )
-    _say(f"k8shost-config: {data}")
+    say(f"k8shost-config: {data}")
     pki = work / "webhook-pki"
     url = "https://127.0.0.1:3000/apis/iam.plasmacloud.io/v1/authenticate"
     webhook = Path(sys.executable).parent / "iam-webhook"
@@ -177,18 +186,23 @@ def boot(s: BootSettings, env: Mapping[str, str]) -> int:
         for p in problems:
             print(f"boot: cannot start: {p}", file=sys.stderr)
         return 1
-    started = time.monotonic()
+    started, tick = time.monotonic(), None
     try:
-        _start(s, env)
+        if s.nodes == 1:
+            _start(s, env)
+        else:
+            from nodeenv.kubelet import bootnodes  # it builds on this module
+
+            tick = bootnodes.host_setup(bootnodes.start(s, env), bootnodes.service_cidr(s))
     except (BootError, DaemonError, OSError) as e:
         print(f"boot: failed: {e}\nboot: logs in {s.run_dir}; `make boot-down` removes what was made",
               file=sys.stderr)  # fmt: skip
         return 1
-    pods = wait_ready(s)
+    pods = wait_ready(s, tick)
     print(kubectl(s, "get", "pods", "-A", "-o", "wide"), end="")
     print(summary(pods))
     took = time.monotonic() - started
-    _say(f"took {took:.0f} s; kubectl --kubeconfig {s.kubeconfig}; `make boot-down` stops it")
+    say(f"took {took:.0f} s; kubectl --kubeconfig {s.kubeconfig}; `make boot-down` stops it")
     return 0 if not waiting_for(pods) else 1
 
 
@@ -201,7 +215,7 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     _ip("addr", "replace", f"{s.api_address}/32", "dev", API_LINK)
     for dev in (API_LINK, API_PEER):
         _ip("link", "set", dev, "up")
-    _say(f"{API_LINK} {s.api_address}/32: the API's address")
+    say(f"{API_LINK} {s.api_address}/32: the API's address")
     py, table = sys.executable, s.table()
     port_file = s.run_dir / "kubeapi.json"
     port_file.unlink(missing_ok=True)
@@ -211,15 +225,15 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
         "kubeapi", argv, s.run_dir / "kubeapi.log", {**env, "PYTHONPATH": str(ROOT)}, table
     )
     wait_until(port_file.exists, "the API double", 30, proc)
-    _say(f"API double at {json.loads(port_file.read_text())['url']} (log {s.run_dir / 'kubeapi.log'})")
-    apply_overlay(s, s.run_dir)
-    _say(f"applied {s.overlay} with kubectl")
+    say(f"API double at {json.loads(port_file.read_text())['url']} (log {s.run_dir / 'kubeapi.log'})")
+    apply_overlay(s, s.run_dir, ["127.0.0.1"])
+    say(f"applied {s.overlay} with kubectl")
     dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
             "--node-root", str(s.node_root), "--state-dir", str(s.run_dir / "pods"),
             "--cluster-dns", dns]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
-    _say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
+    say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
 
 
 def _ready(p: Obj) -> bool:
@@ -238,14 +252,37 @@ def waiting_for(pods: list[Obj]) -> list[str]:
     ]
 
 
-def wait_ready(s: BootSettings) -> list[Obj]:
+def _owned_by(pod: Obj, kind: str, name: str) -> bool:
+    return any(
+        r.get("kind") == kind and r.get("name") == name for r in pod["metadata"].get("ownerReferences") or []
+    )
+
+
+def members_due(client: KubeClient, pods: list[Obj]) -> list[str]:
+    """StatefulSets whose next member is still to come: fewer members than replicas, none of them
+    Unschedulable (OrderedReady creates one once the one before is Ready)."""
+    out = []
+    for sts in client.list("/apis/apps/v1", "statefulsets"):
+        name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        mine = [p for p in pods if p["metadata"]["namespace"] == ns and _owned_by(p, "StatefulSet", name)]
+        stuck = any(not p["spec"].get("nodeName") for p in mine)
+        if len(mine) < int(sts["spec"].get("replicas", 1)) and not stuck:
+            out.append(f"{ns}/{name}")
+    return out
+
+
+def wait_ready(s: BootSettings, tick: Callable[[], bool] | None = None) -> list[Obj]:
+    """The pods, once every scheduled one whose containers are all booted is Ready and every
+    StatefulSet has its members (or at the timeout); `tick` runs every round meanwhile and says
+    whether it is done too (the nodes' host setup)."""
     client = KubeClient.from_kubeconfig(s.kubeconfig)
     deadline, pods = time.monotonic() + s.timeout, []
     while time.monotonic() < deadline:
+        ticked = tick() if tick is not None else True
         pods = client.list("/api/v1", "pods")
-        if pods and not waiting_for(pods):
+        if pods and ticked and not waiting_for(pods) and not members_due(client, pods):
             break
-        time.sleep(2)
+        time.sleep(1 if tick else 2)
     return pods
 
 
@@ -254,8 +291,12 @@ def summary(pods: list[Obj]) -> str:
     pending = [p for p in pods if not p["spec"].get("nodeName")]
     partial = [p for p in pods if any(not_booted(c.get("image", "")) for c in p["spec"]["containers"])]
     lines = [f"Ready: {len(ready)}/{len(pods)} pods"]
+    nodes = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
+    if len(nodes) > 1:
+        per = [(n, [p for p in pods if p["spec"].get("nodeName") == n]) for n in nodes]
+        lines.append("per node: " + ", ".join(f"{n} {sum(map(_ready, on))}/{len(on)}" for n, on in per))
     if pending:
-        lines.append(f"Pending (Unschedulable on one node: host ports or anti-affinity): {len(pending)}")
+        lines.append(f"Pending (Unschedulable: host ports or anti-affinity): {len(pending)}")
     if partial:
         names = ", ".join(sorted(p["metadata"]["name"] for p in partial))
         lines.append(f"with containers not booted (README 'Not booted'): {names}")
@@ -294,22 +335,34 @@ def _mounts_below(path: Path) -> list[str]:
     ]
 
 
-def down(s: BootSettings) -> int:
-    if not s.run_dir.exists():
-        print(f"boot-down: nothing to stop ({s.run_dir} does not exist)")
-        return 0
-    taps = _node_internal_ports(s)
-    stopped = s.table().stop_all(timeout=120)  # the runner first: it stops pods, then the API goes
-    links = {p.name for p in Path("/sys/class/net").iterdir()}
-    for dev in sorted(taps & links) + ([API_LINK] if API_LINK in links else []):  # its peer goes with it
-        subprocess.run(["ip", "link", "del", dev], capture_output=True)
+def remove_run_dir(s: BootSettings) -> bool:
+    """The run dir removed, unless something is still mounted below it (then named)."""
     left = _mounts_below(s.run_dir)
     if left:
         print(
             f"boot-down: mounts left below {s.run_dir}, not removing it: {', '.join(left)}", file=sys.stderr
         )
-        return 1
+        return False
     shutil.rmtree(s.run_dir)
+    return True
+
+
+def down(s: BootSettings) -> int:
+    if not s.run_dir.exists():
+        print(f"boot-down: nothing to stop ({s.run_dir} does not exist)")
+        return 0
+    booted = json.loads((s.run_dir / "boot.json").read_text()) if (s.run_dir / "boot.json").exists() else {}
+    if booted.get("nodes", 1) > 1:
+        from nodeenv.kubelet import bootnodes  # it builds on this module
+
+        return bootnodes.down(s, booted["prefix"])
+    taps = _node_internal_ports(s)
+    stopped = s.table().stop_all(timeout=120)  # the runner first: it stops pods, then the API goes
+    links = {p.name for p in Path("/sys/class/net").iterdir()}
+    for dev in sorted(taps & links) + ([API_LINK] if API_LINK in links else []):  # its peer goes with it
+        subprocess.run(["ip", "link", "del", dev], capture_output=True)
+    if not remove_run_dir(s):
+        return 1
     print(f"boot-down: stopped {', '.join(stopped) or 'nothing'}; removed {API_LINK}, {len(taps & links)} "
           f"datapath links and {s.run_dir}")  # fmt: skip
     return 0

@@ -1,6 +1,7 @@
-"""The loop: workloads -> Pods (controllers.py), then for each Pod bound to this node, what kubelet
-does: volumes, init containers one by one to completion, then the containers, probes, restarts
-(restartPolicy Always, liveness failures) and the Pod's status written back.
+"""The loop: workloads -> Pods, scheduled (workloads.py, when this runner plays the controllers),
+then for each Pod bound to this node, what kubelet does: volumes, init containers one by one to
+completion, then the containers, probes, restarts (restartPolicy Always, liveness failures) and
+the Pod's status written back.
 
 Everything it cannot do for a container is named once in its log, with the pod, the container
 and kubelet's reason (ErrImageNeverPull, CreateContainerConfigError, StartError, Unhealthy, ...),
@@ -20,21 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodeenv.kubelet import controllers, dns, endpoints, livenessprobe, rootdir
+from nodeenv.kubelet import dns, endpoints, livenessprobe, rootdir, workloads
 from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
 from nodeenv.kubelet.sandbox import NOT_READY, CniConfig, PodSandbox, SandboxError
-from nodeenv.kubelet.status import ContainerState, now, pod_status, unschedulable
+from nodeenv.kubelet.status import ContainerState, now, pod_status
 from nodeenv.kubelet.volumes import Mount, NodeRoot, PodVolumes, TokenSource
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-CORE, APPS = "/api/v1", "/apis/apps/v1"
+CORE = "/api/v1"
 RUNNER_LABEL = "io.k8shost.runner"
-_PLURAL = {"DaemonSet": "daemonsets", "Deployment": "deployments", "StatefulSet": "statefulsets"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +62,9 @@ class RunnerSettings:
     cluster_domain: str = "cluster.local"
     resolv_conf: Path = Path("/etc/resolv.conf")
     """kubelet's --resolv-conf: the node's resolver configuration."""
+    controllers: bool = True
+    """Also play kube-controller-manager and the scheduler (workloads.py, endpoints.py): one runner
+    of a cluster does, the others are only their node's kubelet."""
 
 
 class Podman:
@@ -381,47 +384,6 @@ class Runner:
         """The Node object kubelet registers, Ready, with its InternalIP."""
         register_node(self.client, self.settings.node_name, self.settings.node_ip, self.settings.labels)
 
-    def publish_root_ca(self, namespace: str) -> None:
-        """kube-controller-manager's root-ca-cert-publisher (kube-root-ca.crt) and serviceaccount
-        controller (the `default` ServiceAccount) for the namespace."""
-        if self.client.get(CORE, "serviceaccounts", namespace, "default") is None:
-            sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
-            self.client.create(CORE, "serviceaccounts", namespace, sa)
-        if self.client.get(CORE, "configmaps", namespace, "kube-root-ca.crt") is None:
-            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"},
-                  "data": {"ca.crt": self.client.ca_file.read_text()}}  # fmt: skip
-            self.client.create(CORE, "configmaps", namespace, cm)
-
-    def sync_workloads(self) -> None:
-        nodes: list[Obj] = self.client.request("GET", f"{CORE}/nodes")["items"]
-        pods = {
-            (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in self.client.list(CORE, "pods")
-        }
-        used: dict[str, set[tuple[str, int]]] = {}
-        for p in pods.values():
-            if p["spec"].get("nodeName"):
-                used.setdefault(p["spec"]["nodeName"], set()).update(controllers.host_ports(p))
-        for kind, plural in _PLURAL.items():
-            for w in self.client.list(APPS, plural):
-                w.setdefault("kind", kind)
-                for plan in controllers.desired_pods(w, nodes):
-                    meta = plan.pod["metadata"]
-                    if (meta["namespace"], meta["name"]) in pods:
-                        continue
-                    self.publish_root_ca(meta["namespace"])
-                    node = plan.node or controllers.pick_node(plan.pod, nodes, used)
-                    if node:
-                        plan.pod["spec"]["nodeName"] = node
-                        used.setdefault(node, set()).update(controllers.host_ports(plan.pod))
-                    created = self.client.create(CORE, "pods", meta["namespace"], plan.pod)
-                    if not node:
-                        msg = controllers.UNSCHEDULABLE.format(n=len(nodes))
-                        log.warning("pod %s/%s: Unschedulable: %s", meta["namespace"], meta["name"], msg)
-                        self.client.patch_status(
-                            CORE, "pods", meta["namespace"], meta["name"], unschedulable(msg)
-                        )
-                    pods[(meta["namespace"], meta["name"])] = created
-
     def sync_pods(self) -> None:
         mine = [
             p for p in self.client.list(CORE, "pods") if p["spec"].get("nodeName") == self.settings.node_name
@@ -460,9 +422,11 @@ class Runner:
             rt.last_status = text
 
     def step(self) -> None:
-        self.sync_workloads()
+        if self.settings.controllers:
+            workloads.sync(self.client)
         self.sync_pods()
-        endpoints.sync(self.client)
+        if self.settings.controllers:
+            endpoints.sync(self.client)
 
     def run(self, stop: threading.Event) -> None:
         self._bound_kubelet_dir = rootdir.setup(self.kubelet_dir)
