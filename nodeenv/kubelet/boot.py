@@ -355,7 +355,7 @@ def down(s: BootSettings) -> int:
     if booted.get("nodes", 1) > 1:
         from nodeenv.kubelet import bootnodes  # it builds on this module
 
-        return bootnodes.down(s, booted["prefix"])
+        return bootnodes.down(s, booted["prefix"], booted["nodes"])
     taps = _node_internal_ports(s)
     stopped = s.table().stop_all(timeout=120)  # the runner first: it stops pods, then the API goes
     links = {p.name for p in Path("/sys/class/net").iterdir()}

@@ -111,10 +111,10 @@ def stop_runners(s: BootSettings) -> list[str]:
     return [r.name for r in runners]
 
 
-def down(s: BootSettings, prefix: str) -> int:
+def down(s: BootSettings, prefix: str, count: int) -> int:
     stopped = stop_runners(s)
     stopped += s.table().stop_all(timeout=30)
-    gone = BootNodes(prefix, 1, s.run_dir).destroy()
+    gone = BootNodes(prefix, count, s.run_dir).destroy()
     if not boot.remove_run_dir(s):
         return 1
     print(f"boot-down: stopped {', '.join(stopped) or 'nothing'}; removed the namespaces {', '.join(gone)} "

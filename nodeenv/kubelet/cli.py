@@ -1,11 +1,13 @@
 """python -m nodeenv.kubelet: the kubelet-like runner, and the newcomer's path built on it.
 
   run     the runner in the foreground against a cluster's API (--kubeconfig): registers the Node,
-          plays the workload controllers and kubelet for it, until SIGTERM/SIGINT (then stops every
+          plays the workload controllers and the scheduler (--controllers) and kubelet for it, in
+          the node's network namespace (--netns), until SIGTERM/SIGINT (then stops every
           container and pod sandbox it started)
-  boot    the admin's path on this machine (`make boot`): the API double on --api-address, the
-          snapshot CRDs and `kubectl apply -k <overlay>`, the k8shost-config values this machine
-          needs and the webhook's dev Secrets, then `run` detached; waits until the pods are Ready
+  boot    the admin's path on this machine (`make boot`) on --nodes nodes (network namespaces on
+          an underlay; 1: this namespace, the API double on --api-address): the snapshot CRDs and
+          `kubectl apply -k <overlay>`, the k8shost-config values this machine needs and the
+          webhook's dev Secrets, then a `run` per node detached; waits until the pods are Ready
           and prints `kubectl get pods -A -o wide` with the Ready counts
   down    stop what `boot` started (by PID), remove its links, mounts and run dir (`make boot-down`)
   status  the pods and Ready counts of a booted node

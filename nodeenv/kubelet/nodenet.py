@@ -30,7 +30,7 @@ from pathlib import Path
 from nodeenv.cluster.chassis import PHYS_BRIDGE, attach_uplink
 from nodeenv.cluster.control import route_vips
 from nodeenv.cluster.settings import ClusterSettings
-from nodeenv.cluster.underlay import NODE_UPLINK, Underlay, learn_neighbours, list_netns
+from nodeenv.cluster.underlay import NODE_UPLINK, Underlay, delete_netns, learn_neighbours, list_netns
 from nodeenv.daemons import DaemonError, run_checked
 from nodeenv.ovn_stack import link_exists
 
@@ -93,7 +93,14 @@ class BootNodes:
             run_checked(["ip", "netns", "exec", n.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
 
     def destroy(self) -> list[str]:
-        return self.underlay.destroy()
+        """Every namespace of the prefix (a listing can miss one being torn down: the nodes' own
+        names are deleted too)."""
+        gone = self.underlay.destroy()
+        for name in (n.netns for n in self.nodes if n.netns not in gone):
+            if Path(f"/run/netns/{name}").exists():
+                delete_netns(name)
+                gone.append(name)
+        return gone
 
     def host_setup(self, service_cidr: str) -> list[str]:
         """The host-setup steps whose time has come, done once each; what was done, for the log."""
