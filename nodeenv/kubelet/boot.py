@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 
+from nodeenv.cluster.underlay import list_netns
 from nodeenv.daemons import DaemonError, DaemonTable, is_alive, start_foreground
 from nodeenv.daemons import wait_for as wait_until
 from nodeenv.image.build import image_name
@@ -131,6 +132,11 @@ def preflight(s: BootSettings, env: Mapping[str, str]) -> list[str]:
         )
     if is_booted(s):
         problems.append(f"already booted from {s.run_dir} (`make boot-down` first)")
+    elif s.nodes > 1:
+        left = list_netns(s.prefix)
+        if left:
+            why = f"a crashed boot with prefix {s.prefix!r}: `ip netns del` them, or another --netns-prefix"
+            problems.append(f"network namespaces {', '.join(left)} exist ({why})")
     return problems
 
 
@@ -147,22 +153,39 @@ def datapath(s: BootSettings) -> str:
 
 
 def apply_overlay(s: BootSettings, work: Path, servers: list[str]) -> None:
-    """README "Install" steps 2-4 against the API double; OVN's endpoints at `servers` (the
-    control-plane nodes' addresses, where ovn-central's members listen)."""
+    """README "Install" steps 2-4 against the API double, in the order that leaves no workload
+    waiting on a missing object (runners may already watch the API): the snapshot CRDs, the
+    webhook's Secrets, then the overlay through an admin's overlay on top of it (`<work>/overlay`)
+    setting k8shost-config's OVN endpoints at `servers` (the control-plane nodes' addresses, where
+    ovn-central's members listen) and OVS_DATAPATH_TYPE, as README "Installing on k3s" step 2
+    has the admin edit them in an overlay."""
     crds = work / "snapshot-crds.yaml"
     crds.write_text(yaml.safe_dump_all(snapshot_crds()))
     kubectl(s, "apply", "-f", str(crds))
-    kubectl(s, "apply", "-k", str(s.overlay))
+    webhook_secrets(s, work / "webhook-pki")
     data = {
         "OVN_NB_DB": ",".join(f"tcp:{a}:6641" for a in servers),
         "OVN_SB_DB": ",".join(f"tcp:{a}:6642" for a in servers),
         "OVS_DATAPATH_TYPE": datapath(s),
     }
-    kubectl(
-        s, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge", "-p", json.dumps({"data": data})
-    )
+    kubectl(s, "apply", "-k", str(admin_overlay(s, work / "overlay", data)))
     say(f"k8shost-config: {data}")
-    pki = work / "webhook-pki"
+
+
+def admin_overlay(s: BootSettings, d: Path, config: dict[str, str]) -> Path:
+    """A kustomization over --overlay that sets k8shost-config's `config` keys."""
+    d.mkdir(parents=True, exist_ok=True)
+    patch = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "k8shost-config", "namespace": NS},
+             "data": config}  # fmt: skip
+    doc = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+           "resources": [os.path.relpath(s.overlay, d)],
+           "patches": [{"patch": yaml.safe_dump(patch)}]}  # fmt: skip
+    (d / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    return d
+
+
+def webhook_secrets(s: BootSettings, pki: Path) -> None:
+    """README "Install" step 4: `iam-webhook gen-dev-pki` and the objects made from it."""
     url = "https://127.0.0.1:3000/apis/iam.plasmacloud.io/v1/authenticate"
     webhook = Path(sys.executable).parent / "iam-webhook"
     proc = subprocess.run([str(webhook), "gen-dev-pki", "--out", str(pki), "--server-name", "127.0.0.1",

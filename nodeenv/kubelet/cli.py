@@ -3,7 +3,8 @@
   run     the runner in the foreground against a cluster's API (--kubeconfig): registers the Node,
           plays the workload controllers and the scheduler (--controllers) and kubelet for it, in
           the node's network namespace (--netns), until SIGTERM/SIGINT (then stops every
-          container and pod sandbox it started)
+          container and pod sandbox it started); SIGUSR1 drains it first (stops its pod-network
+          pods, keeps its host-network ones until SIGTERM)
   boot    the admin's path on this machine (`make boot`) on --nodes nodes (network namespaces on
           an underlay; 1: this namespace, the API double on --api-address): the snapshot CRDs and
           `kubectl apply -k <overlay>`, the k8shost-config values this machine needs and the
@@ -109,12 +110,22 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                                           **store.env()})  # fmt: skip
     runner = Runner(settings, KubeClient.from_kubeconfig(Path(args.kubeconfig)))
     log.info("node labels %s; controllers %s", dict(settings.labels), settings.controllers)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop, term, drain = threading.Event(), threading.Event(), threading.Event()
+
+    def on_signal(signum: int, _: object) -> None:
+        (drain if signum == signal.SIGUSR1 else term).set()
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
     log.info("runner for node %s: hostPaths under %s, API %s", args.node_name, root, runner.client.server)
     try:
         runner.run(stop)
+        if drain.is_set() and not term.is_set():  # a cluster's `down`: pod-network pods everywhere first
+            log.info("draining: every pod-network pod stopped; host-network ones wait for SIGTERM")
+            runner.drain()
+            log.info("drained")
+            term.wait()
     finally:
         log.info("stopping: every pod's containers, then its sandbox")
         runner.shutdown()

@@ -438,10 +438,23 @@ class Runner:
                 log.warning("sync failed: %s", e)
             stop.wait(self.settings.period)
 
-    def shutdown(self) -> None:
+    def drain(self) -> None:
+        """Stop every pod on the pod network (their CNI DELs need the host-network pods: the CNI
+        agent, and OVN central's members, perhaps on other nodes, which a cluster's `down` keeps
+        until every node is drained), all at once; nothing is booted any more (the loop is over)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-        # pods on the pod network first: their CNI DEL needs the host-network pods (the CNI agent)
-        for rt in sorted(self.pods.values(), key=lambda rt: bool(rt.pod["spec"].get("hostNetwork"))):
-            rt.stop()
+        self._stop_pods(host_network=False)
+
+    def shutdown(self) -> None:
+        self.drain()
+        self._stop_pods(host_network=True)
         if self._bound_kubelet_dir:
             rootdir.teardown(self.kubelet_dir)
+
+    def _stop_pods(self, host_network: bool) -> None:
+        """All at once: a container that ignores SIGTERM takes its grace period."""
+        group = [rt for rt in self.pods.values() if bool(rt.pod["spec"].get("hostNetwork")) is host_network]
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="stop") as pool:
+            list(pool.map(PodRuntime.stop, group))
+        for rt in group:
+            self.pods.pop(rt.pod["metadata"]["uid"], None)

@@ -200,3 +200,14 @@ def test_a_pod_on_node1_reaches_a_pod_on_node2_through_prismnet(booted: Booted) 
         out = _store()("exec", container(src, "web"), "python3", "-c", get, f"http://{dst}:8080/")
         assert out == "200", (src, dst, out)
     booted.kubectl("delete", "-n", "default", "pod", "web-node1", "web-node2", "--wait=false")
+
+
+def test_a_second_boot_is_refused_with_what_to_do(booted: Booted, tmp_path: Path) -> None:
+    again = cli("boot", "--run-dir", str(booted.run_dir), "--netns-prefix", PREFIX, "--nodes", "3")
+    assert again.returncode == 1 and "already booted" in again.stderr, again.stderr
+    elsewhere = cli("boot", "--run-dir", str(tmp_path / "b"), "--netns-prefix", PREFIX, "--nodes", "3")
+    assert elsewhere.returncode == 1 and f"network namespaces {PREFIX}-" in elsewhere.stderr, elsewhere.stderr
+    assert not (tmp_path / "b").exists()
+    status = cli("status", "--run-dir", str(booted.run_dir))
+    assert status.returncode == 0 and set(rows(status.stdout)) >= set(rows(booted.out)), status.stdout
+    assert "per node: node1 " in status.stdout, status.stdout
