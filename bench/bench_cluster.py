@@ -23,8 +23,10 @@ this order, with the single-node figures from the same run beside the cross-node
    again; then until the cluster is whole again (nodeenv/cluster/faults.py); for the node kill
    the seconds from its Node's deletion until the node-controller released it, and a new node's
    join.
-5. The targets: cross-node ADD median within 1.2x of single-node; p99 < 200 ms at 3 x 100;
-   after an NB leader kill writes accepted again within 5 s and no ADD failing more than one retry.
+5. The targets: cross-node ADD median within 1.2x of single-node; p99 < 200 ms at 3 x 100, beside
+   OVN's own floor at the same load (bench/cluster_floor.py: the same ports bound with no CNI, one
+   ovn-nbctl + one ovs-vsctl each, until ovn-installed); after an NB leader kill writes accepted
+   again within 5 s and no ADD failing more than one retry.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import cpu
+from bench.cluster_floor import cluster_floor
 from bench.stats import pct
 from nodeenv.cluster import faults, recovery
 from nodeenv.cluster.churn import Churn, ClusterPods, LivePod
@@ -59,7 +62,8 @@ WRITES = int(os.environ.get("CLUSTER_WRITES", "200"))
 NB_KILLS = int(os.environ.get("CLUSTER_NB_KILLS", "3"))
 """How often the NB leader is killed (its recovery varies with which member northd tries next)."""
 NAMESPACES = 4
-PREFIX = "k8shb"
+PREFIX = os.environ.get("CLUSTER_PREFIX", "k8shb")
+"""Its namespaces' prefix (another cluster running with the same prefix makes cluster-up refuse)."""
 CHURN, PROBE = "bench-churn", "bench-probe"
 SCOPE = (CHURN, PROBE, *(f"dens-{i}" for i in range(NAMESPACES)))
 REPO = Path(__file__).resolve().parent.parent
@@ -277,8 +281,8 @@ def failovers(c: Cluster, pods: ClusterPods, probes: dict[str, LivePod]) -> list
 
 @contextmanager
 def bench_cluster() -> Iterator[tuple[Cluster, ClusterPods]]:
-    run = Path(tempfile.mkdtemp(prefix="k8shb-"))
-    c = Cluster(ClusterSettings(run_dir=run / "cluster", nodes=3, prefix=PREFIX, cluster_cidr="10.95.0.0/16",
+    run = Path(tempfile.mkdtemp(prefix="kb", dir="/tmp"))  # short: unix socket paths below it
+    c = Cluster(ClusterSettings(run_dir=run / "c", nodes=3, prefix=PREFIX, cluster_cidr="10.95.0.0/16",
                                 ovn_central="raft"))  # fmt: skip
     t0 = time.monotonic()
     c.up()
@@ -312,12 +316,21 @@ def main() -> None:
         single = density(c, pods, "single node (node1)", c.nodes[:1], PODS, CONC)
         same = density(c, pods, f"3 nodes, {CONC} in flight", c.nodes, 3 * PODS, CONC)
         each = density(c, pods, f"3 nodes x {CONC} in flight", c.nodes, 3 * PODS, 3 * CONC)
+        switches = [f"k8s-dens-{i}" for i in range(NAMESPACES)]
+        floor = cluster_floor(c, 3 * PODS, CONC, switches, cluster_labels(c))
         print("pod-ready latency (CNI ADD returns once the port is ovn-installed):")
         for b in (single, same, each):
             print(b.line())
+        print(f"  {'floor, 3 nodes, ' + str(CONC) + ' in flight':26s} {len(floor.ms):3d} ports "
+              f"p50 {statistics.median(floor.ms):6.1f} ms p99 {pct(floor.ms, 99):6.1f} ms {floor.per_s:5.1f} "
+              "ports/s (no CNI: ovn-nbctl + ovs-vsctl per port until ovn-installed)")  # fmt: skip
         print("CPU per pod over every daemon (and the CNI executables):")
         for b in (single, same, each):
             print(b.cpu_line())
+        floor_cpu = {k: v for k, v in floor.cpu_ms.items() if k != cpu.HARNESS}
+        print(f"  {'floor':26s} CPU per port {sum(floor_cpu.values()) / 1000:.3f} s = "
+              + " + ".join(f"{k} {v:.1f} ms" for k, v in sorted(floor_cpu.items(), key=lambda kv: -kv[1])
+                           if v >= 0.05))  # fmt: skip
         env = read_env_file(c.env_file)
         print("RAFT commit latency (one-row transactions through ovnaccess, one after another):")
         nb = commit_latency(env["OVN_NB_DB"], "OVN_Northbound", "Logical_Switch")
@@ -342,6 +355,10 @@ def main() -> None:
     p99 = max(pct(same.add_ms, 99), pct(each.add_ms, 99))
     print(f"  p99 < 200 ms at 3 x {PODS}: {pct(same.add_ms, 99):.0f} ms at the same load, "
           f"{pct(each.add_ms, 99):.0f} ms per-node load ({verdict(p99 < 200)})")  # fmt: skip
+    floor_p99 = pct(floor.ms, 99)
+    print(f"    OVN's own floor at the same load: p99 {floor_p99:.0f} ms ({verdict(floor_p99 < 200)} by OVN "
+          f"itself); ours {pct(same.add_ms, 99) / floor_p99:.2f}x the floor's p99, median "
+          f"{statistics.median(same.add_ms) / statistics.median(floor.ms):.2f}x")  # fmt: skip
     nb_kills = fo[:NB_KILLS]
     writes = max(f.writes_s for f in nb_kills)
     attempts = max(f.got.most_attempts for f in nb_kills)

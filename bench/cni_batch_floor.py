@@ -51,6 +51,12 @@ class FloorPort:
     switch: str
     mac: str
     ip: str
+    node_netns: str = ""
+    """The network namespace of the host end (a cluster node's); '' is the machine's own."""
+
+    def ip_argv(self) -> list[str]:
+        """`ip` in the namespace of the host end."""
+        return ["ip", "-n", self.node_netns] if self.node_netns else ["ip"]
 
 
 def switches(nb_db: str, names: list[str]) -> dict[str, str]:
@@ -75,13 +81,21 @@ def switches(nb_db: str, names: list[str]) -> dict[str, str]:
     return out
 
 
-def make_ports(n: int, subnets: dict[str, str], tag: str, ports: list[FloorPort]) -> None:
-    """Append n ports to `ports` (so the caller removes those made even if one fails)."""
+def make_ports(
+    n: int,
+    subnets: dict[str, str],
+    tag: str,
+    ports: list[FloorPort],
+    node_netns: Callable[[int], str] | None = None,
+    first_host: int = FIRST_HOST,
+) -> None:
+    """Append n ports to `ports` (so the caller removes those made even if one fails); port k's
+    host end in `node_netns(k)` when given (a cluster node's namespace)."""
     names = sorted(subnets)
     for k in range(n):
         sw = names[k % len(names)]
         net = ipaddress.IPv4Network(subnets[sw])
-        ip = net.network_address + FIRST_HOST + k // len(names)
+        ip = net.network_address + first_host + k // len(names)
         mac = "0a:59:" + ":".join(f"{b:02x}" for b in ip.packed)
         p = FloorPort(
             f"cnif-{os.getpid()}-{tag}{k}",
@@ -90,12 +104,13 @@ def make_ports(n: int, subnets: dict[str, str], tag: str, ports: list[FloorPort]
             sw,
             mac,
             str(ip),
+            node_netns(k) if node_netns else "",
         )
         ports.append(p)  # before anything exists: remove_ports takes whatever there is
         subprocess.run(["ip", "netns", "add", p.netns], check=True)
         subprocess.run(
             [
-                "ip",
+                *p.ip_argv(),
                 "link",
                 "add",
                 p.host_if,
@@ -114,24 +129,31 @@ def make_ports(n: int, subnets: dict[str, str], tag: str, ports: list[FloorPort]
         subprocess.run(["ip", "-n", p.netns, "link", "set", "eth0", "address", mac, "up"], check=True)
 
 
-def remove_ports(ports: list[FloorPort], e: dict[str, str]) -> None:
+def remove_ports(ports: list[FloorPort], e: dict[str, str] | Callable[[FloorPort], dict[str, str]]) -> None:
+    """`e`: the node env (OVS_DB, OVN_NB_DB), or each port's."""
     for p in ports:
+        pe = e(p) if callable(e) else e
         subprocess.run(
-            ["ovs-vsctl", f"--db={e['OVS_DB']}", "--no-wait", "--if-exists", "del-port", p.host_if],
+            ["ovs-vsctl", f"--db={pe['OVS_DB']}", "--no-wait", "--if-exists", "del-port", p.host_if],
             capture_output=True,
         )
         subprocess.run(
-            ["ovn-nbctl", f"--db={e['OVN_NB_DB']}", "--if-exists", "lsp-del", p.lsp], capture_output=True
+            ["ovn-nbctl", f"--db={pe['OVN_NB_DB']}", "--if-exists", "lsp-del", p.lsp], capture_output=True
         )
-        subprocess.run(["ip", "link", "del", p.host_if], capture_output=True)
+        subprocess.run([*p.ip_argv(), "link", "del", p.host_if], capture_output=True)
         subprocess.run(["ip", "netns", "del", p.netns], capture_output=True)
 
 
-def bind_nbctl(e: dict[str, str], bridge: str) -> Callable[[FloorPort], None]:
+def bind_nbctl(e: dict[str, str], bridge: str, netns: str = "") -> Callable[[FloorPort], None]:
+    """ovn-nbctl + ovs-vsctl per port; inside `netns` (a cluster node's, with its own NB remotes)
+    when given, as a script on that node would run them."""
+    inside = ["ip", "netns", "exec", netns] if netns else []
+
     def bind(p: FloorPort) -> None:
         addr = f"{p.mac} {p.ip}"
         subprocess.run(
             [
+                *inside,
                 "ovn-nbctl",
                 f"--db={e['OVN_NB_DB']}",
                 "lsp-add",
@@ -151,6 +173,7 @@ def bind_nbctl(e: dict[str, str], bridge: str) -> Callable[[FloorPort], None]:
         )
         subprocess.run(
             [
+                *inside,
                 "ovs-vsctl",
                 f"--db={e['OVS_DB']}",
                 "--no-wait",

@@ -27,8 +27,10 @@ class AgentSettings:
     subnet_prefix: int = 24
     """Prefix length of each namespace subnet."""
     mtu: int = 1400
-    port_up_timeout: float = 10.0
-    """Seconds an ADD waits for ovn-controller to install the port."""
+    port_up_timeout: float = 30.0
+    """Seconds an ADD waits for ovn-controller to install the port: long enough to ride out an OVN
+    central leader change (northd's reconnect backoff), well within kubelet's 2 min runtime request
+    timeout and the executable's 110 s."""
     metrics_address: str = "127.0.0.1:9465"
     """host:port for /metrics, /healthz and /readyz ('' disables)."""
     management_port: bool = True

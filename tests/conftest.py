@@ -6,10 +6,14 @@ never skip: when a prerequisite is missing the fixture fails the test loudly.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -77,6 +81,49 @@ def ovn_node(short_tmp: Path) -> Iterator[Node]:
         left += [str(settings.run_dir)] if settings.run_dir.exists() else []
         if left:
             pytest.fail(f"node environment teardown left behind: {', '.join(left)}")
+
+
+MACHINE_LOCK = Path("/tmp/k8shost-ovn.lock")
+"""Held by a test session with tests that need the machine's own datapath (integration, image, e2e
+outside tests/integration/cluster), and by the benches that start a node in the machine's own
+namespace (`flock /tmp/k8shost-ovn.lock make bench ...`): one `ovs-netdev` per machine."""
+TEST_CLUSTER_LOCK = Path("/tmp/k8shost-test-cluster.lock")
+"""Held by a test session with cluster tests: the session cluster's prefix (k8sht) is one per
+machine (the benches' clusters have their own prefixes and do not take it)."""
+MACHINE_TIERS = {"integration", "image", "e2e"}
+
+
+def _locks_for(items: list[pytest.Item], tests: Path) -> list[Path]:
+    locks = set()
+    for item in items:
+        parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
+        if parts and parts[0] in MACHINE_TIERS:
+            locks.add(TEST_CLUSTER_LOCK if parts[:2] == ("integration", "cluster") else MACHINE_LOCK)
+    return sorted(locks)  # one order for every session: no deadlock between two
+
+
+def _hold(lock: Path, stack: ExitStack) -> None:
+    f = stack.enter_context(lock.open("a"))
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        t0 = time.monotonic()
+        print(f"\nwaiting for {lock} (another session or bench holds it)", file=sys.__stderr__, flush=True)
+        fcntl.flock(f, fcntl.LOCK_EX)
+        print(f"got {lock} after {time.monotonic() - t0:.0f} s", file=sys.__stderr__, flush=True)
+    stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _machine_lock(request: pytest.FixtureRequest) -> Iterator[None]:
+    """One session at a time on the machine's userspace datapath and one on the test cluster's
+    prefix: a second session (another checkout, a bench under the lock) waits, saying so, instead
+    of failing half-started or tearing the other's cluster down as stale. Unit-only sessions take
+    no lock; cluster-only sessions only the cluster's."""
+    with ExitStack() as stack:
+        for lock in _locks_for(request.session.items, Path(str(request.config.rootpath)) / "tests"):
+            _hold(lock, stack)
+        yield
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -29,8 +29,11 @@ from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
 from cni.wire import CniRequest, CniResult, Interface, IpConfig, NetConf
 from ovnaccess.connection import Ovsdb
+from ovnaccess.watch import Expectation
 
 log = logging.getLogger(__name__)
+SLOW_PORT_AFTER = 5.0
+"""Seconds after which a port not yet installed is logged as slow (the ADD keeps waiting)."""
 
 
 @dataclass
@@ -106,7 +109,7 @@ class PodNetworkService:
                 bind_started, bound_at = bind_f.result()  # nothing in flight when a failed ADD tears down
             timer.marks["bind_ms"] = round((bound_at - bind_started) * 1000, 2)
             timer.mark("pod_and_bind_ms")
-            if not installed.wait(self._s.port_up_timeout):
+            if not self._port_installed(installed, att):
                 raise PortNotReady(
                     f"ovn-controller did not install {att.lsp} within {self._s.port_up_timeout:.0f}s",
                     "is ovn-controller running?",
@@ -116,6 +119,25 @@ class PodNetworkService:
             timer.marks["port_up_ms"] = round((installed.fired_at - max(bound_at, linked_at)) * 1000, 2)
             timer.marks["installed_seen_at"] = installed.fired_at  # CLOCK_MONOTONIC, for the benchmark
         return host, alloc, mac
+
+    def _port_installed(self, installed: Expectation, att: Attachment) -> bool:
+        """Waits for ovn-installed up to port_up_timeout, saying in the log when it is slow.
+
+        A port waits for northd (NB -> SB) and ovn-controller; after an NB RAFT leader change
+        northd's own reconnect backoff alone can take ~15-24 s here, so a short timeout would fail
+        an ADD that is about to succeed and have kubelet start a new sandbox for it."""
+        first = min(SLOW_PORT_AFTER, self._s.port_up_timeout)
+        if installed.wait(first):
+            return True
+        rest = self._s.port_up_timeout - first
+        if rest <= 0:
+            return False
+        log.warning(
+            "%s not installed by ovn-controller after %.0f s; waiting up to %.0f s more "
+            "(is northd connected to the NB leader? is ovn-controller connected?)",
+            att.lsp, first, rest, extra={"lsp": att.lsp, "host_if": att.host_if},
+        )  # fmt: skip
+        return bool(installed.wait(rest))
 
     def _address_pod(
         self,

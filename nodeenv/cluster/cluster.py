@@ -28,7 +28,7 @@ from pathlib import Path
 from nodeenv.cluster.chassis import NodeChassis
 from nodeenv.cluster.control import control_components, controller_components, node_services
 from nodeenv.cluster.settings import ClusterSettings
-from nodeenv.cluster.underlay import Underlay, learn_neighbours, list_netns
+from nodeenv.cluster.underlay import Underlay, learn_neighbours, list_netns, netns_pids
 from nodeenv.cni_component import CniComponent
 from nodeenv.daemons import DaemonError
 from nodeenv.kubelet.apiclient import KubeClient, register_node
@@ -100,10 +100,20 @@ class Cluster:
         parts = [self.control, self.central, self.controllers, *(n.node for n in self.nodes)]
         return self.cluster_file.exists() and all(p.is_up() for p in parts)
 
+    def _foreign_live_netns(self) -> list[str]:
+        """This prefix's namespaces that still hold processes (another run dir's live cluster)."""
+        return [ns for ns in list_netns(self.settings.prefix) if netns_pids(ns)]
+
     def up(self) -> dict[str, str]:
         """Start the whole cluster (nothing if it is up); on failure stop what was started."""
         if self.is_up():
             return self.load()
+        if not self.settings.run_dir.exists() and (live := self._foreign_live_netns()):
+            raise DaemonError(
+                f"another cluster with prefix {self.settings.prefix} is running (processes in "
+                f"{', '.join(live)}) and its run dir is not {self.settings.run_dir}: stop it with its "
+                "own cluster-down, or choose another --prefix"
+            )
         if self.settings.run_dir.exists() or list_netns(self.settings.prefix):
             log.info(
                 "stale cluster (prefix %s) in %s; cleaning it first",

@@ -27,6 +27,12 @@ def list_netns(prefix: str) -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.startswith(f"{prefix}-")]
 
 
+def netns_pids(name: str) -> list[int]:
+    """Processes running in the network namespace `name` (none if it does not exist)."""
+    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
 def delete_netns(name: str) -> None:
     subprocess.run(["ip", "netns", "del", name], capture_output=True)
 

@@ -73,7 +73,7 @@ class BootSettings:
     timeout: float
     nodes: int = 1
     """1: the machine's own namespace is the node; more: network namespaces (bootnodes.py)."""
-    prefix: str = "k8shb"
+    prefix: str = "k8shk"
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> BootSettings:

@@ -58,7 +58,7 @@ _FLAGS = (  # flag, env, default, help
      "run: also play kube-controller-manager and the scheduler (true/false; one runner of a cluster)"),
     ("--nodes", "K8SHOST_NODES", "3",
      "boot: nodes, each a network namespace on an underlay (1: the machine's own namespace is the node)"),
-    ("--netns-prefix", "K8SHOST_BOOT_PREFIX", "k8shb", "boot, 2+ nodes: the nodes' namespaces' prefix"),
+    ("--netns-prefix", "K8SHOST_BOOT_PREFIX", "k8shk", "boot, 2+ nodes: the nodes' namespaces' prefix"),
     ("--api-address", "K8SHOST_BOOT_API_ADDRESS", boot.API_ADDRESS,
      "boot: the API double's address, on the link k8sh-api0 (pods reach it over PrismNET)"),
     ("--api-port", "K8SHOST_BOOT_API_PORT", "6443", "boot: the API double's HTTPS port"),

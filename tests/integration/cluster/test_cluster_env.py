@@ -6,11 +6,13 @@ import ipaddress
 import json
 import re
 import subprocess
+from dataclasses import replace
 
 import pytest
 
 from nodeenv.cluster.chassis import NodeChassis
 from nodeenv.cluster.cluster import Cluster
+from nodeenv.cluster.underlay import list_netns
 from nodeenv.daemons import DaemonError
 from nodeenv.node import read_env_file
 
@@ -123,3 +125,17 @@ def test_a_node_that_cannot_reach_central_says_why(cluster: Cluster) -> None:
         extra.node.down()
         subprocess.run(["ip", "netns", "del", extra.netns], capture_output=True)
     assert isinstance(extra.node.components[0], NodeChassis)
+
+
+def test_a_second_cluster_with_the_same_prefix_leaves_the_running_one_alone(cluster: Cluster) -> None:
+    """cluster-up from another run dir with this cluster's prefix refuses, naming the live namespaces,
+    instead of tearing the running cluster down as stale."""
+    s = cluster.settings
+    other = Cluster(replace(s, run_dir=s.run_dir.parent / "other-cluster"))
+    with pytest.raises(DaemonError) as err:
+        other.up()
+    assert f"another cluster with prefix {s.prefix} is running" in str(err.value)
+    assert cluster.nodes[0].netns in str(err.value)
+    assert not other.settings.run_dir.exists()
+    assert {n.netns for n in cluster.nodes} <= set(list_netns(s.prefix))
+    assert not cluster.faults(), "the running cluster is untouched"

@@ -13,9 +13,8 @@ servers. One boot for the module (~50 s here), removed with `down` at the end.
 - a pod on node1 and a pod on node2 (placed by the scheduler through nodeSelector) reach each other
   through the booted PrismNET: ICMP, and HTTP from inside the containers.
 
-Nothing of it lives in the machine's own namespace (the nodes' OVS are in their namespaces), so it
-does not need the single-node OVN environment's lock; run it under /tmp/k8shost-cluster.lock
-beside other cluster work."""
+Nothing of it lives in the machine's own namespace (the nodes' OVS are in their namespaces); its
+prefix is its own (k8shkt)."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ from tests.conftest import require_ovn
 from tests.integration.kubelet.conftest import wait_for
 from tests.integration.kubelet.test_boot_cli import OURS_READY, cli, rows
 
-PREFIX = "k8shbt"
+PREFIX = "k8shkt"
 NODES = {"node1": "10.250.0.11", "node2": "10.250.0.12", "node3": "10.250.0.13"}
 DEPLOYMENTS = ("fiberlb-controller", "netpol-controller", "node-controller", "flashdns-controller",
                "project-controller", "lightningstor-csi-controller")  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -66,6 +67,34 @@ def test_add_that_times_out_removes_all_it_made(parts) -> None:
         svc.add(req("ADD"))
     assert e.value.code == 11
     assert (links.host, ovs.ports, nb.lsps, ipam.held) == ({}, {}, {}, {})
+
+
+class SlowPort:
+    """ovn-installed arrives only on the second wait: a port held up by an OVN central election."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.fired_at = 0.0
+
+    def wait(self, timeout: float) -> object:
+        self.waits.append(timeout)
+        return True if len(self.waits) > 1 else None
+
+
+def test_a_slow_port_is_logged_and_still_waited_for(parts, monkeypatch, caplog) -> None:
+    svc, _links, ovs, nb, _ipam = parts
+    slow = SlowPort()
+    monkeypatch.setattr(ovs, "expect_installed", lambda host_if: contextlib.nullcontext(slow))
+    svc._s = AgentSettings(port_up_timeout=30.0)
+    with caplog.at_level("WARNING"):
+        svc.add(req("ADD"))
+    assert slow.waits == [5.0, 25.0], "first the slow-port threshold, then the rest of the timeout"
+    assert "web-c1 not installed by ovn-controller after 5 s; waiting up to 25 s more" in caplog.text
+    assert "web-c1" in nb.lsps
+
+
+def test_the_default_port_wait_rides_out_a_central_election() -> None:
+    assert AgentSettings().port_up_timeout >= 30, "northd's reconnect backoff alone takes ~15-24 s"
 
 
 def test_add_into_missing_netns_is_code_3_and_allocates_nothing(parts) -> None:
