@@ -52,10 +52,11 @@ integration: setup ovs
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 # The admin's path on this machine (README "Booting the overlay"): the image, the API double, `kubectl
-# apply -k daemonsets/overlays/k3s`, every workload booted from the image; .run-boot/. Not beside
-# node-up or a test session (one userspace-datapath ovs-vswitchd per machine).
+# apply -k daemonsets/overlays/k3s`, every workload booted from the image on NODES nodes (network
+# namespaces; 3 by default, as an HA k3s has servers); .run-boot/. NODES=1 boots on the machine's own
+# namespace: not beside node-up or a test session then (one userspace-datapath ovs-vswitchd there).
 boot: setup image
-	$(PY) -m nodeenv.kubelet boot
+	$(PY) -m nodeenv.kubelet boot --nodes $(NODES)
 
 boot-status:
 	@$(PY) -m nodeenv.kubelet status

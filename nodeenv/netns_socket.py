@@ -5,6 +5,7 @@ short-lived thread enters `/run/netns/<name>`, makes the socket there, and the s
 from this namespace like any other. The API double serves the cluster's nodes this way on the
 underlay (a listening socket), while staying on this namespace's loopback for everything else; the
 node environment asks a daemon on a node's own loopback whether it is ready (a connected socket).
+`enter` moves a whole daemon (the thread that starts it) into a namespace instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,22 @@ CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def enter(netns: str) -> None:
+    """Move the calling thread into `/run/netns/<netns>` (threads and processes it starts from then
+    on are there too): a whole daemon's network, entered before it starts any thread, while its
+    mounts stay the machine's (unlike `ip netns exec`, which also makes a mount namespace)."""
+    try:
+        fd = os.open(f"/run/netns/{netns}", os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        raise OSError(e.errno, f"network namespace {netns} does not exist") from e
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns {netns}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 def _made_in(netns: str, make: Callable[[], socket.socket]) -> socket.socket:
     """`make()` run by a thread inside the named network namespace; its socket."""
     made: list[socket.socket] = []
@@ -26,19 +43,10 @@ def _made_in(netns: str, make: Callable[[], socket.socket]) -> socket.socket:
 
     def run() -> None:
         try:
-            fd = os.open(f"/run/netns/{netns}", os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError as e:
-            failed.append(OSError(e.errno, f"network namespace {netns} does not exist"))
-            return
-        try:
-            if _libc.setns(fd, CLONE_NEWNET) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"setns {netns}: {os.strerror(err)}")
+            enter(netns)
             made.append(make())
         except BaseException as e:  # handed to the caller's thread
             failed.append(e)
-        finally:
-            os.close(fd)
 
     t = threading.Thread(target=run, name=f"socket-in-{netns}")  # it exits, so its namespace goes with it
     t.start()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from nodeenv.cluster.underlay import NODE_UPLINK
 from nodeenv.daemons import DaemonError, in_netns, run_checked, wait_for
@@ -54,19 +55,8 @@ class NodeChassis:
     def _uplink(self, node: Node, ovs_db: str) -> None:
         s, ovs_dir = node.settings, node.path("ovs", "x").parent
         env = {**node.process_env(), **rundirs(ovs_dir)}
-        run_checked(["ovs-vsctl", f"--db={ovs_db}", "--timeout=10", "--may-exist", "add-br", PHYS_BRIDGE,
-                     "--", "set", "Bridge", PHYS_BRIDGE, "datapath_type=netdev",
-                     "--", "--may-exist", "add-port", PHYS_BRIDGE, NODE_UPLINK], env)  # fmt: skip
-        wait_for_bridge(PHYS_BRIDGE, ovs_dir / "ovs-vswitchd.log", s.netns)
-        ns = ["ip", "-n", s.netns]
-        run_checked([*ns, "addr", "add", f"{s.encap_ip}/{self.prefixlen}", "dev", PHYS_BRIDGE])
-        run_checked([*ns, "link", "set", PHYS_BRIDGE, "up"])
-        appctl = ["ovs-appctl", "-t", str(ovs_dir / "ovs-vswitchd.ctl")]
-        wait_for(
-            lambda: f"{s.encap_ip}" in _output([*appctl, "ovs/route/show"]),
-            f"ovs-vswitchd to learn the route from {s.encap_ip} on {PHYS_BRIDGE}",
-            timeout=10,
-        )
+        ctl, log = str(ovs_dir / "ovs-vswitchd.ctl"), ovs_dir / "ovs-vswitchd.log"
+        attach_uplink(s.netns, f"{s.encap_ip}/{self.prefixlen}", ovs_db, env, ctl, log)
 
     def _reach_central(self, node: Node, timeout: float = 5.0) -> None:
         """At least one SB member answers from the node over the underlay, or the node cannot join:
@@ -96,8 +86,31 @@ class NodeChassis:
         """Nothing: the bridges' devices go with the node's network namespace."""
 
 
-def _output(argv: list[str]) -> str:
+def _output(argv: list[str], env: Mapping[str, str] | None = None) -> str:
     try:
-        return run_checked(argv)
+        return run_checked(argv, env)
     except DaemonError:
         return ""
+
+
+def attach_uplink(
+    netns: str, address: str, ovs_db: str, env: Mapping[str, str], vswitchd: str, vswitchd_log: Path
+) -> None:
+    """The node's uplink `eth0` into a userspace `br-phy` of the node's OVS (`ovs_db`), the node's
+    underlay address (`address`, with its prefix length) on br-phy's internal port (moved there
+    from eth0 if it was on it), and wait until ovs-vswitchd (its unixctl target `vswitchd`) has
+    learned the route from it: what OVS userspace tunnelling needs of the host's network."""
+    run_checked(["ovs-vsctl", f"--db={ovs_db}", "--timeout=10", "--may-exist", "add-br", PHYS_BRIDGE,
+                 "--", "set", "Bridge", PHYS_BRIDGE, "datapath_type=netdev",
+                 "--", "--may-exist", "add-port", PHYS_BRIDGE, NODE_UPLINK], env)  # fmt: skip
+    wait_for_bridge(PHYS_BRIDGE, vswitchd_log, netns)
+    ns = ["ip", "-n", netns]
+    run_checked([*ns, "addr", "replace", address, "dev", PHYS_BRIDGE])
+    run_checked([*ns, "link", "set", PHYS_BRIDGE, "up"])
+    subprocess.run([*ns, "addr", "del", address, "dev", NODE_UPLINK], capture_output=True)  # if it was there
+    ip = address.split("/")[0]
+    wait_for(
+        lambda: ip in _output(["ovs-appctl", "-t", vswitchd, "ovs/route/show"], env),
+        f"ovs-vswitchd to learn the route from {ip} on {PHYS_BRIDGE}",
+        timeout=10,
+    )

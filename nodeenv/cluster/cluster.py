@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from nodeenv.cluster.control import (
     node_services,
 )
 from nodeenv.cluster.settings import ClusterSettings
-from nodeenv.cluster.underlay import Underlay, list_netns, netns_pids
+from nodeenv.cluster.underlay import Underlay, learn_neighbours, list_netns, netns_pids
 from nodeenv.cni_component import CniComponent
 from nodeenv.daemons import DaemonError
 from nodeenv.kubelet.apiclient import KubeClient, register_node
@@ -212,14 +211,7 @@ class Cluster:
         return read_env_file(self.central.env_file)
 
     def _learn_tunnel_neighbours(self) -> None:
-        """One ping from every node to every other over the underlay: each vswitchd learns the others'
-        MACs from the ARP through its br-phy (`tnl/arp/show`), so a pod's first packet to another
-        node is not dropped while the tunnel's neighbour is resolved."""
-        for a in self.nodes:
-            for b in self.nodes:
-                if a is not b:
-                    subprocess.run(["ip", "netns", "exec", a.netns, "ping", "-c1", "-W1", b.address],
-                                   capture_output=True)  # fmt: skip
+        learn_neighbours([(n.netns, n.address) for n in self.nodes])
 
     def _write_files(self, control: dict[str, str], central: dict[str, str]) -> dict[str, str]:
         nodes = [{"name": n.name, "netns": n.netns, "address": n.address, "env_file": str(n.env_file)}

@@ -101,22 +101,34 @@ class NodeRouting:
     name = "node-routing"
 
     def __init__(self, pool: str = DEFAULT_POOL, service_cidr: str = DEFAULT_SERVICE_CIDR) -> None:
-        self.prefixes = [*pool_prefixes(pool), service_cidr]
+        self.prefixes = vip_prefixes(pool, service_cidr)
 
     def start(self, node: Node) -> dict[str, str]:
         run_checked(["ip", "netns", "exec", node.settings.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
-        ip = ["ip", "-n", node.settings.netns]
         mgmt = CniComponent().settings(node).management_if
-        routes = json.loads(run_checked([*ip, "-4", "-j", "route", "show", "dev", mgmt]))
-        gateway = next((r["gateway"] for r in routes if "gateway" in r), None)
-        if gateway is None:
+        if not route_vips(node.settings.netns, mgmt, self.prefixes):
             raise RuntimeError(f"{mgmt} on {node.settings.system_id} has no route through the cluster router")
-        for prefix in self.prefixes:
-            run_checked([*ip, "route", "replace", prefix, "via", gateway, "dev", mgmt])
         return {"VIP_ROUTES": ",".join(self.prefixes)}
 
     def cleanup(self, node: Node) -> None:
         """Nothing: the routes go with the node's network namespace."""
+
+
+def vip_prefixes(pool: str = DEFAULT_POOL, service_cidr: str = DEFAULT_SERVICE_CIDR) -> list[str]:
+    return [*pool_prefixes(pool), service_cidr]
+
+
+def route_vips(netns: str, mgmt: str, prefixes: list[str]) -> bool:
+    """The prefixes routed through the management port `mgmt` of the node `netns`, via the gateway
+    of its route to the cluster router; False (nothing done) while it has no such route yet."""
+    ip = ["ip", "-n", netns]
+    routes = json.loads(run_checked([*ip, "-4", "-j", "route", "show", "dev", mgmt]) or "[]")
+    gateway = next((r["gateway"] for r in routes if "gateway" in r), None)
+    if gateway is None:
+        return False
+    for prefix in prefixes:
+        run_checked([*ip, "route", "replace", prefix, "via", gateway, "dev", mgmt])
+    return True
 
 
 def control_components(underlay_netns: str, address: str) -> list[Component]:

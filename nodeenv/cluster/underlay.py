@@ -99,3 +99,15 @@ class Underlay:
         for name in gone:
             delete_netns(name)
         return gone
+
+
+def learn_neighbours(nodes: list[tuple[str, str]]) -> None:
+    """One ping from every node (netns, address) to every other over the underlay: each node's
+    vswitchd learns the others' MACs from the ARP through its br-phy (`tnl/arp/show`), so a pod's
+    first packet to another node is not dropped while the tunnel's neighbour is resolved."""
+    for netns, _ in nodes:
+        for other_ns, address in nodes:
+            if other_ns != netns:
+                subprocess.run(
+                    ["ip", "netns", "exec", netns, "ping", "-c1", "-W1", address], capture_output=True
+                )

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nodeenv.kubeapi import apply, reviews, scale, strict, tables, watchstream
+from nodeenv.kubeapi import apply, binding, reviews, scale, strict, tables, watchstream
 from nodeenv.kubeapi.audit import OBJECT_NAME, USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
@@ -87,10 +87,7 @@ async def create(request: web.Request, st: ApiState, info: RequestInfo, kind: Ki
         st.resources.get(kind, info.namespace, info.name)  # 404 for an unknown service account
         return respond(reviews.token_request(body, info.namespace, info.name, st.tokens), 201)
     if info.subresource == "binding":
-        pod = st.resources.get(kind, info.namespace, info.name)
-        bound = reviews.bind_pod(pod, body)
-        st.resources.update(kind, info.namespace, info.name, bound)
-        return respond(success_status(kind, pod), 201)
+        return respond(binding.bind(st.resources, kind, info.namespace, info.name, body), 201)
     if kind.virtual:
         return respond(reviews.review(kind, body, request[USER], st.authorizer), 201)
     request[WARNINGS] = strict.check(kind, body, request.query)

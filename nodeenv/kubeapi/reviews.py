@@ -5,18 +5,15 @@
   spec.resourceAttributes, decided by the RBAC authorizer from the Roles and bindings in the store
   when the double enforces RBAC; without enforcement every request is allowed, and the review says so.
 - authentication.k8s.io/v1 TokenRequest, the serviceaccounts/token subresource (`token_request`).
-- v1 Binding, the pods/binding subresource the scheduler posts (`bind_pod`): the Pod's nodeName set
-  once, 409 Conflict when it is already assigned, as the pod registry's BindingREST does.
 """
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nodeenv.kubeapi.auth import Tokens, User
-from nodeenv.kubeapi.errors import BadRequest, Conflict
+from nodeenv.kubeapi.errors import BadRequest
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.rbac import Authorizer
 from nodeenv.kubeapi.routing import RequestInfo
@@ -74,20 +71,3 @@ def token_request(body: Any, namespace: str, name: str, tokens: Tokens) -> dict[
         "status": {"token": tokens.token_for(f"system:serviceaccount:{namespace}:{name}"),
                    "expirationTimestamp": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")},
     }  # fmt: skip
-
-
-def bind_pod(pod: dict[str, Any], body: Any) -> dict[str, Any]:
-    """The Pod with `spec.nodeName` from the Binding's target (a Node), unless it is already bound."""
-    target = body.get("target") if isinstance(body, dict) else None
-    if not isinstance(target, dict) or not target.get("name"):
-        raise BadRequest("target.name: Required value")
-    if target.get("kind", "Node") != "Node":
-        raise BadRequest(f"target.kind: Unsupported value: {target.get('kind')!r}: must be Node")
-    name = pod["metadata"]["name"]
-    if pod["spec"].get("nodeName"):
-        why = f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
-        raise Conflict(f'Operation cannot be fulfilled on pods/binding "{name}": {why}',
-                       {"name": name, "kind": "pods/binding"})  # fmt: skip
-    bound = copy.deepcopy(pod)
-    bound["spec"]["nodeName"] = target["name"]
-    return bound

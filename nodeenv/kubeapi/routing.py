@@ -5,6 +5,7 @@
 /apis/<group>/<version>/...                                    the same for named groups
 /api/v1/watch/...                                              the deprecated watch prefix
 /api/v1/namespaces/<ns>/serviceaccounts/<name>/token           TokenRequest (POST only)
+/api/v1/namespaces/<ns>/pods/<name>/binding                    Binding, the scheduler's (POST only)
 The verb comes from the method: GET get/list/watch, POST create, PUT update, PATCH patch,
 DELETE delete/deletecollection.
 """

@@ -36,13 +36,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 
+from nodeenv.cluster.underlay import list_netns
 from nodeenv.daemons import DaemonError, DaemonTable, is_alive, start_foreground
 from nodeenv.daemons import wait_for as wait_until
 from nodeenv.image.build import image_name
@@ -73,15 +74,20 @@ class BootSettings:
     overlay: Path
     datapath: str
     timeout: float
+    nodes: int = 1
+    """1: the machine's own namespace is the node; more: network namespaces (bootnodes.py)."""
+    prefix: str = "k8shk"
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> BootSettings:
         ipaddress.IPv4Address(a.api_address)  # ValueError names it
         if a.datapath not in ("auto", "system", "netdev"):
             raise ValueError(f"--datapath must be auto, system or netdev, not {a.datapath!r}")
+        if not str(a.nodes).isdigit() or int(a.nodes) < 1:
+            raise ValueError(f"--nodes must be a number of nodes, 1 or more, not {a.nodes!r}")
         return cls(run_dir=Path(a.run_dir).resolve(), node_name=a.node_name, api_address=a.api_address,
                    api_port=int(a.api_port), overlay=Path(a.overlay).resolve(), datapath=a.datapath,
-                   timeout=float(a.timeout))  # fmt: skip
+                   timeout=float(a.timeout), nodes=int(a.nodes), prefix=a.netns_prefix)  # fmt: skip
 
     @property
     def kubeconfig(self) -> Path:
@@ -95,7 +101,7 @@ class BootSettings:
         return DaemonTable(self.run_dir / "daemons.json")
 
 
-def _say(msg: str) -> None:
+def say(msg: str) -> None:
     print(f"boot: {msg}", flush=True)
 
 
@@ -122,13 +128,18 @@ def preflight(s: BootSettings, env: Mapping[str, str]) -> list[str]:
     store, image = ImageStore.from_env(env), image_name()
     if shutil.which("podman") and not store.exists(image):
         problems.append(f"the image {image} is not in {store.base}: run `make image`")
-    if Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
+    if s.nodes == 1 and Path(f"/sys/class/net/{USERSPACE_DATAPATH_DEV}").exists():
         why = "another ovs-vswitchd holds the userspace datapath (one per machine)"
         problems.append(
             f"{USERSPACE_DATAPATH_DEV} exists: {why}; make node-down, make boot-down, or a test session"
         )
     if is_booted(s):
         problems.append(f"already booted from {s.run_dir} (`make boot-down` first)")
+    elif s.nodes > 1:
+        left = list_netns(s.prefix)
+        if left:
+            why = f"a crashed boot with prefix {s.prefix!r}: `ip netns del` them, or another --netns-prefix"
+            problems.append(f"network namespaces {', '.join(left)} exist ({why})")
     return problems
 
 
@@ -144,19 +155,40 @@ def datapath(s: BootSettings) -> str:
     return "system" if Path("/sys/module/openvswitch").exists() else "netdev"
 
 
-def apply_overlay(s: BootSettings, work: Path) -> None:
-    """README "Install" steps 2-4 against the API double."""
+def apply_overlay(s: BootSettings, work: Path, servers: list[str]) -> None:
+    """README "Install" steps 2-4 against the API double, in the order that leaves no workload
+    waiting on a missing object (runners may already watch the API): the snapshot CRDs, the
+    webhook's Secrets, then the overlay through an admin's overlay on top of it (`<work>/overlay`)
+    setting k8shost-config's OVN endpoints at `servers` (the control-plane nodes' addresses, where
+    ovn-central's members listen) and OVS_DATAPATH_TYPE, as README "Installing on k3s" step 2
+    has the admin edit them in an overlay."""
     crds = work / "snapshot-crds.yaml"
     crds.write_text(yaml.safe_dump_all(snapshot_crds()))
     kubectl(s, "apply", "-f", str(crds))
-    kubectl(s, "apply", "-k", str(s.overlay))
-    data = {"OVN_NB_DB": "tcp:127.0.0.1:6641", "OVN_SB_DB": "tcp:127.0.0.1:6642",
-            "OVS_DATAPATH_TYPE": datapath(s)}  # fmt: skip
-    kubectl(
-        s, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge", "-p", json.dumps({"data": data})
-    )
-    _say(f"k8shost-config: {data}")
-    pki = work / "webhook-pki"
+    webhook_secrets(s, work / "webhook-pki")
+    data = {
+        "OVN_NB_DB": ",".join(f"tcp:{a}:6641" for a in servers),
+        "OVN_SB_DB": ",".join(f"tcp:{a}:6642" for a in servers),
+        "OVS_DATAPATH_TYPE": datapath(s),
+    }
+    kubectl(s, "apply", "-k", str(admin_overlay(s, work / "overlay", data)))
+    say(f"k8shost-config: {data}")
+
+
+def admin_overlay(s: BootSettings, d: Path, config: dict[str, str]) -> Path:
+    """A kustomization over --overlay that sets k8shost-config's `config` keys."""
+    d.mkdir(parents=True, exist_ok=True)
+    patch = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "k8shost-config", "namespace": NS},
+             "data": config}  # fmt: skip
+    doc = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+           "resources": [os.path.relpath(s.overlay, d)],
+           "patches": [{"patch": yaml.safe_dump(patch)}]}  # fmt: skip
+    (d / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    return d
+
+
+def webhook_secrets(s: BootSettings, pki: Path) -> None:
+    """README "Install" step 4: `iam-webhook gen-dev-pki` and the objects made from it."""
     url = "https://127.0.0.1:3000/apis/iam.plasmacloud.io/v1/authenticate"
     webhook = Path(sys.executable).parent / "iam-webhook"
     proc = subprocess.run([str(webhook), "gen-dev-pki", "--out", str(pki), "--server-name", "127.0.0.1",
@@ -180,18 +212,23 @@ def boot(s: BootSettings, env: Mapping[str, str]) -> int:
         for p in problems:
             print(f"boot: cannot start: {p}", file=sys.stderr)
         return 1
-    started = time.monotonic()
+    started, tick = time.monotonic(), None
     try:
-        _start(s, env)
+        if s.nodes == 1:
+            _start(s, env)
+        else:
+            from nodeenv.kubelet import bootnodes  # it builds on this module
+
+            tick = bootnodes.host_setup(bootnodes.start(s, env), bootnodes.service_cidr(s))
     except (BootError, DaemonError, OSError) as e:
         print(f"boot: failed: {e}\nboot: logs in {s.run_dir}; `make boot-down` removes what was made",
               file=sys.stderr)  # fmt: skip
         return 1
-    pods = wait_ready(s)
+    pods = wait_ready(s, tick)
     print(kubectl(s, "get", "pods", "-A", "-o", "wide"), end="")
     print(summary(pods))
     took = time.monotonic() - started
-    _say(f"took {took:.0f} s; kubectl --kubeconfig {s.kubeconfig}; `make boot-down` stops it")
+    say(f"took {took:.0f} s; kubectl --kubeconfig {s.kubeconfig}; `make boot-down` stops it")
     return 0 if not waiting_for(pods) else 1
 
 
@@ -204,7 +241,7 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     _ip("addr", "replace", f"{s.api_address}/32", "dev", API_LINK)
     for dev in (API_LINK, API_PEER):
         _ip("link", "set", dev, "up")
-    _say(f"{API_LINK} {s.api_address}/32: the API's address")
+    say(f"{API_LINK} {s.api_address}/32: the API's address")
     py, table = sys.executable, s.table()
     port_file = s.run_dir / "kubeapi.json"
     port_file.unlink(missing_ok=True)
@@ -214,31 +251,35 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
         "kubeapi", argv, s.run_dir / "kubeapi.log", {**env, "PYTHONPATH": str(ROOT)}, table
     )
     wait_until(port_file.exists, "the API double", 30, proc)
-    _say(f"API double at {json.loads(port_file.read_text())['url']} (log {s.run_dir / 'kubeapi.log'})")
-    apply_overlay(s, s.run_dir)
-    _say(f"applied {s.overlay} with kubectl")
-    start_volume_service(s, env)
+    say(f"API double at {json.loads(port_file.read_text())['url']} (log {s.run_dir / 'kubeapi.log'})")
+    apply_overlay(s, s.run_dir, ["127.0.0.1"])
+    say(f"applied {s.overlay} with kubectl")
+    start_volume_service(s, env, s.api_address, [s.node_name])
     dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
             "--node-root", str(s.node_root), "--state-dir", str(s.run_dir / "pods"),
             "--cluster-dns", dns]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
-    _say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
+    say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
 
 
-def start_volume_service(s: BootSettings, env: Mapping[str, str]) -> None:
-    """LightningStor's VolumeService on the API's address (pods reach it there), in the CSI config."""
+def start_volume_service(s: BootSettings, env: Mapping[str, str], host: str, nodes: list[str],
+                         netns: str = "") -> None:  # fmt: skip
+    """LightningStor's VolumeService on `host` (in `netns`, the underlay's on N nodes), where pods and
+    nodes reach it, named in the CSI config."""
     port_file = s.run_dir / "lightningstor.json"
     port_file.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "nodeenv.lightningstor", "--root", str(s.run_dir / "lightningstor"),
-            "--host", s.api_address, "--nodes", s.node_name, "--port-file", str(port_file)]  # fmt: skip
+    inside = ["ip", "netns", "exec", netns] if netns else []
+    argv = [*inside, sys.executable, "-m", "nodeenv.lightningstor", "--root",
+            str(s.run_dir / "lightningstor"), "--host", host, "--nodes", ",".join(nodes),
+            "--port-file", str(port_file)]  # fmt: skip
     _, proc = start_foreground("lightningstor", argv, s.run_dir / "lightningstor.log",
                                {**env, "PYTHONPATH": str(ROOT)}, s.table())  # fmt: skip
     wait_until(port_file.exists, "the LightningStor VolumeService", 30, proc)
     endpoint = json.loads(port_file.read_text())["endpoint"]
     patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint}})
     kubectl(s, "-n", NS, "patch", "configmap", "lightningstor-csi-config", "--type=merge", "-p", patch)
-    _say(f"LightningStor VolumeService at {endpoint} (log {s.run_dir / 'lightningstor.log'})")
+    say(f"LightningStor VolumeService at {endpoint} (log {s.run_dir / 'lightningstor.log'})")
 
 
 def _ready(p: Obj) -> bool:
@@ -257,14 +298,37 @@ def waiting_for(pods: list[Obj]) -> list[str]:
     ]
 
 
-def wait_ready(s: BootSettings) -> list[Obj]:
+def _owned_by(pod: Obj, kind: str, name: str) -> bool:
+    return any(
+        r.get("kind") == kind and r.get("name") == name for r in pod["metadata"].get("ownerReferences") or []
+    )
+
+
+def members_due(client: KubeClient, pods: list[Obj]) -> list[str]:
+    """StatefulSets whose next member is still to come: fewer members than replicas, none of them
+    Unschedulable (OrderedReady creates one once the one before is Ready)."""
+    out = []
+    for sts in client.list("/apis/apps/v1", "statefulsets"):
+        name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
+        mine = [p for p in pods if p["metadata"]["namespace"] == ns and _owned_by(p, "StatefulSet", name)]
+        stuck = any(not p["spec"].get("nodeName") for p in mine)
+        if len(mine) < int(sts["spec"].get("replicas", 1)) and not stuck:
+            out.append(f"{ns}/{name}")
+    return out
+
+
+def wait_ready(s: BootSettings, tick: Callable[[], bool] | None = None) -> list[Obj]:
+    """The pods, once every scheduled one whose containers are all booted is Ready and every
+    StatefulSet has its members (or at the timeout); `tick` runs every round meanwhile and says
+    whether it is done too (the nodes' host setup)."""
     client = KubeClient.from_kubeconfig(s.kubeconfig)
     deadline, pods = time.monotonic() + s.timeout, []
     while time.monotonic() < deadline:
+        ticked = tick() if tick is not None else True
         pods = client.list("/api/v1", "pods")
-        if pods and not waiting_for(pods):
+        if pods and ticked and not waiting_for(pods) and not members_due(client, pods):
             break
-        time.sleep(2)
+        time.sleep(1 if tick else 2)
     return pods
 
 
@@ -273,8 +337,12 @@ def summary(pods: list[Obj]) -> str:
     pending = [p for p in pods if not p["spec"].get("nodeName")]
     partial = [p for p in pods if any(not_booted(c.get("image", "")) for c in p["spec"]["containers"])]
     lines = [f"Ready: {len(ready)}/{len(pods)} pods"]
+    nodes = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
+    if len(nodes) > 1:
+        per = [(n, [p for p in pods if p["spec"].get("nodeName") == n]) for n in nodes]
+        lines.append("per node: " + ", ".join(f"{n} {sum(map(_ready, on))}/{len(on)}" for n, on in per))
     if pending:
-        lines.append(f"Pending (Unschedulable on one node: host ports or anti-affinity): {len(pending)}")
+        lines.append(f"Pending (Unschedulable: host ports or anti-affinity): {len(pending)}")
     if partial:
         names = ", ".join(sorted(p["metadata"]["name"] for p in partial))
         lines.append(f"with containers not booted (README 'Not booted'): {names}")
@@ -313,22 +381,34 @@ def _mounts_below(path: Path) -> list[str]:
     ]
 
 
-def down(s: BootSettings) -> int:
-    if not s.run_dir.exists():
-        print(f"boot-down: nothing to stop ({s.run_dir} does not exist)")
-        return 0
-    taps = _node_internal_ports(s)
-    stopped = s.table().stop_all(timeout=120)  # the runner first: it stops pods, then the API goes
-    links = {p.name for p in Path("/sys/class/net").iterdir()}
-    for dev in sorted(taps & links) + ([API_LINK] if API_LINK in links else []):  # its peer goes with it
-        subprocess.run(["ip", "link", "del", dev], capture_output=True)
+def remove_run_dir(s: BootSettings) -> bool:
+    """The run dir removed, unless something is still mounted below it (then named)."""
     left = _mounts_below(s.run_dir)
     if left:
         print(
             f"boot-down: mounts left below {s.run_dir}, not removing it: {', '.join(left)}", file=sys.stderr
         )
-        return 1
+        return False
     shutil.rmtree(s.run_dir)
+    return True
+
+
+def down(s: BootSettings) -> int:
+    if not s.run_dir.exists():
+        print(f"boot-down: nothing to stop ({s.run_dir} does not exist)")
+        return 0
+    booted = json.loads((s.run_dir / "boot.json").read_text()) if (s.run_dir / "boot.json").exists() else {}
+    if booted.get("nodes", 1) > 1:
+        from nodeenv.kubelet import bootnodes  # it builds on this module
+
+        return bootnodes.down(s, booted["prefix"], booted["nodes"])
+    taps = _node_internal_ports(s)
+    stopped = s.table().stop_all(timeout=120)  # the runner first: it stops pods, then the API goes
+    links = {p.name for p in Path("/sys/class/net").iterdir()}
+    for dev in sorted(taps & links) + ([API_LINK] if API_LINK in links else []):  # its peer goes with it
+        subprocess.run(["ip", "link", "del", dev], capture_output=True)
+    if not remove_run_dir(s):
+        return 1
     print(f"boot-down: stopped {', '.join(stopped) or 'nothing'}; removed {API_LINK}, {len(taps & links)} "
           f"datapath links and {s.run_dir}")  # fmt: skip
     return 0

@@ -1,11 +1,14 @@
 """python -m nodeenv.kubelet: the kubelet-like runner, and the newcomer's path built on it.
 
   run     the runner in the foreground against a cluster's API (--kubeconfig): registers the Node,
-          plays the workload controllers and kubelet for it, until SIGTERM/SIGINT (then stops every
-          container and pod sandbox it started)
-  boot    the admin's path on this machine (`make boot`): the API double on --api-address, the
-          snapshot CRDs and `kubectl apply -k <overlay>`, the k8shost-config values this machine
-          needs and the webhook's dev Secrets, then `run` detached; waits until the pods are Ready
+          plays the workload controllers and the scheduler (--controllers) and kubelet for it, in
+          the node's network namespace (--netns), until SIGTERM/SIGINT (then stops every
+          container and pod sandbox it started); SIGUSR1 drains it first (stops its pod-network
+          pods, keeps its host-network ones until SIGTERM)
+  boot    the admin's path on this machine (`make boot`) on --nodes nodes (network namespaces on
+          an underlay; 1: this namespace, the API double on --api-address): the snapshot CRDs and
+          `kubectl apply -k <overlay>`, the k8shost-config values this machine needs and the
+          webhook's dev Secrets, then a `run` per node detached; waits until the pods are Ready
           and prints `kubectl get pods -A -o wide` with the Ready counts
   down    stop what `boot` started (by PID), remove its links, mounts and run dir (`make boot-down`)
   status  the pods and Ready counts of a booted node
@@ -25,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from common.jsonlog import setup_logging
+from nodeenv import netns_socket
 from nodeenv.image.store import ImageStore
 from nodeenv.kubelet import boot
 from nodeenv.kubelet.apiclient import KubeClient
@@ -45,6 +49,16 @@ _FLAGS = (  # flag, env, default, help
     ("--cluster-dns", "K8SHOST_CLUSTER_DNS", "",
      "run: kubelet's --cluster-dns, comma-separated (none: pods get the node's resolv.conf)"),
     ("--cluster-domain", "K8SHOST_CLUSTER_DOMAIN", "cluster.local", "run: kubelet's --cluster-domain"),
+    ("--netns", "K8SHOST_NODE_NETNS", "",
+     "run: the node's network namespace (/run/netns/NAME), entered at start: its pods' host network, "
+     "where probes and CNI calls go from (none: this one)"),
+    ("--node-labels", "K8SHOST_NODE_LABELS", "node-role.kubernetes.io/control-plane=true",
+     "run: the Node's labels, k=v,... (kubelet's --node-labels; a k3s server's by default)"),
+    ("--controllers", "K8SHOST_RUN_CONTROLLERS", "true",
+     "run: also play kube-controller-manager and the scheduler (true/false; one runner of a cluster)"),
+    ("--nodes", "K8SHOST_NODES", "3",
+     "boot: nodes, each a network namespace on an underlay (1: the machine's own namespace is the node)"),
+    ("--netns-prefix", "K8SHOST_BOOT_PREFIX", "k8shk", "boot, 2+ nodes: the nodes' namespaces' prefix"),
     ("--api-address", "K8SHOST_BOOT_API_ADDRESS", boot.API_ADDRESS,
      "boot: the API double's address, on the link k8sh-api0 (pods reach it over PrismNET)"),
     ("--api-port", "K8SHOST_BOOT_API_PORT", "6443", "boot: the API double's HTTPS port"),
@@ -73,22 +87,45 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not args.kubeconfig or not args.node_root or not args.state_dir:
         print("run: --kubeconfig, --node-root and --state-dir are required", file=sys.stderr)
         return 2
+    if args.netns:
+        try:
+            netns_socket.enter(args.netns)  # before any thread: all of them, and podman, run there
+        except OSError as e:
+            print(f"run: --netns: {e}", file=sys.stderr)
+            return 1
     root = Path(args.node_root).resolve()
+    try:
+        labels = dict(kv.split("=", 1) for kv in args.node_labels.split(",") if kv)
+    except ValueError:
+        print(f"run: --node-labels: k=v,... expected, not {args.node_labels!r}", file=sys.stderr)
+        return 2
     store = ImageStore.from_env(env)
     cni = CniConfig(Path(args.cni_conf_dir), tuple(args.cni_bin_dirs.split(",")), node_root=root)
     settings = RunnerSettings(node_name=args.node_name, node_ip=args.node_ip, node_root=root,
                               state_dir=Path(args.state_dir).resolve(), cni=cni,
                               cluster_dns=tuple(a for a in args.cluster_dns.split(",") if a),
-                              cluster_domain=args.cluster_domain,
+                              cluster_domain=args.cluster_domain, labels=labels,
+                              controllers=args.controllers.lower() in ("1", "true", "yes"),
                               podman_env={"HOME": env.get("HOME", "/root"), "PATH": env.get("PATH", ""),
                                           **store.env()})  # fmt: skip
     runner = Runner(settings, KubeClient.from_kubeconfig(Path(args.kubeconfig)))
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    log.info("node labels %s; controllers %s", dict(settings.labels), settings.controllers)
+    stop, term, drain = threading.Event(), threading.Event(), threading.Event()
+
+    def on_signal(signum: int, _: object) -> None:
+        (drain if signum == signal.SIGUSR1 else term).set()
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
     log.info("runner for node %s: hostPaths under %s, API %s", args.node_name, root, runner.client.server)
     try:
         runner.run(stop)
+        if drain.is_set() and not term.is_set():  # a cluster's `down`: pod-network pods everywhere first
+            log.info("draining: every pod-network pod stopped; host-network ones wait for SIGTERM")
+            runner.drain()
+            log.info("drained")
+            term.wait()
     finally:
         log.info("stopping: every pod's containers, then its sandbox")
         runner.shutdown()

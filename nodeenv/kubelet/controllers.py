@@ -1,9 +1,8 @@
 """What kube-controller-manager and the scheduler would do before kubelet sees a Pod, for one
 machine's nodes: a DaemonSet's Pod per Node, a Deployment's `replicas` Pods, a StatefulSet's
 `<name>-0..n-1`; each Pod from the template with the controller's ownerReference and labels
-(pod-template-hash, controller-revision-hash, statefulset.kubernetes.io/pod-name), then bound to a
-Node whose free host ports fit (the scheduler's NodePorts filter) or left Pending and Unschedulable,
-as a one-node cluster leaves the second replica of a host-network Deployment.
+(pod-template-hash, controller-revision-hash, statefulset.kubernetes.io/pod-name); a DaemonSet's Pod
+is bound to its Node here, the others by the scheduler (scheduler.py, from workloads.py).
 
 The ServiceAccount admission plugin's part is here too (the API double does not run admission): a
 Pod that does not opt out gets the `kube-api-access-<5>` projected volume (token, kube-root-ca.crt,
@@ -17,6 +16,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from nodeenv.kubelet.scheduler import fits
 
 Obj = dict[str, Any]
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -59,13 +60,6 @@ def _pod(workload: Obj, name: str, extra_labels: dict[str, str]) -> Obj:
     spec = template["spec"]
     admit_service_account(spec)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
-
-
-def fits(pod_spec: Obj, node: Obj) -> bool:
-    """The Pod's nodeSelector matches the Node's labels (the scheduler's NodeAffinity filter, in
-    its nodeSelector part)."""
-    labels = node["metadata"].get("labels") or {}
-    return all(labels.get(k) == v for k, v in (pod_spec.get("nodeSelector") or {}).items())
 
 
 def desired_pods(workload: Obj, nodes: list[Obj]) -> list[PodPlan]:
@@ -122,23 +116,3 @@ def admit_service_account(spec: Obj) -> None:
         mounts = c.setdefault("volumeMounts", [])
         if not any(m.get("mountPath") == SA_MOUNT for m in mounts):
             mounts.append({"name": vol, "mountPath": SA_MOUNT, "readOnly": True})
-
-
-def host_ports(pod: Obj) -> set[tuple[str, int]]:
-    spec = pod["spec"]
-    return {
-        (p.get("protocol", "TCP"), int(p["hostPort"]))
-        for c in spec.get("initContainers", []) + spec.get("containers", [])
-        for p in c.get("ports") or []
-        if p.get("hostPort")
-    }
-
-
-def pick_node(pod: Obj, nodes: list[Obj], used: dict[str, set[tuple[str, int]]]) -> str | None:
-    """The first Node the Pod fits whose used host ports leave the Pod's free (NodePorts), or None."""
-    want = host_ports(pod)
-    names = [n["metadata"]["name"] for n in nodes if fits(pod["spec"], n)]
-    return next((n for n in names if not want & used.get(n, set())), None)
-
-
-UNSCHEDULABLE = "0/{n} nodes are available: {n} node(s) didn't have free ports for the requested pod ports."

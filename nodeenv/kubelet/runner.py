@@ -1,6 +1,7 @@
-"""The loop: workloads -> Pods (controllers.py), then for each Pod bound to this node, what kubelet
-does: volumes, init containers one by one to completion, then the containers, probes, restarts
-(restartPolicy Always, liveness failures) and the Pod's status written back.
+"""The loop: workloads -> Pods, scheduled (workloads.py, when this runner plays the controllers),
+then for each Pod bound to this node, what kubelet does: volumes, init containers one by one to
+completion, then the containers, probes, restarts (restartPolicy Always, liveness failures) and
+the Pod's status written back.
 
 Everything it cannot do for a container is named once in its log, with the pod, the container
 and kubelet's reason (ErrImageNeverPull, CreateContainerConfigError, StartError, Unhealthy, ...),
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodeenv.kubelet import controllers, dns, endpoints, rootdir
+from nodeenv.kubelet import dns, endpoints, rootdir, workloads
 from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
 from nodeenv.kubelet.notbooted import not_booted
@@ -28,16 +29,15 @@ from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
 from nodeenv.kubelet.sandbox import NOT_READY, CniConfig, PodSandbox, SandboxError
 from nodeenv.kubelet.sidecars import runtime as stand_ins
-from nodeenv.kubelet.status import ContainerState, now, pod_status, unschedulable
+from nodeenv.kubelet.status import ContainerState, now, pod_status
 from nodeenv.kubelet.storage.node import NodeStorage
 from nodeenv.kubelet.storage.volumebinding import claims_of
 from nodeenv.kubelet.volumes import Mount, NodeRoot, PodVolumes, TokenSource
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-CORE, APPS = "/api/v1", "/apis/apps/v1"
+CORE = "/api/v1"
 RUNNER_LABEL = "io.k8shost.runner"
-_PLURAL = {"DaemonSet": "daemonsets", "Deployment": "deployments", "StatefulSet": "statefulsets"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +65,9 @@ class RunnerSettings:
     cluster_domain: str = "cluster.local"
     resolv_conf: Path = Path("/etc/resolv.conf")
     """kubelet's --resolv-conf: the node's resolver configuration."""
+    controllers: bool = True
+    """Also play kube-controller-manager and the scheduler (workloads.py, endpoints.py): one runner
+    of a cluster does, the others are only their node's kubelet."""
 
 
 class Podman:
@@ -362,7 +365,8 @@ class Runner:
         self._lock = threading.Lock()
         self.kubelet_dir = NodeRoot(settings.node_root).host("/var/lib/kubelet")
         self._bound_kubelet_dir = False
-        self.storage = NodeStorage(client, settings.node_name, NodeRoot(settings.node_root), self.kubelet_dir)
+        self.storage = NodeStorage(client, settings.node_name, NodeRoot(settings.node_root), self.kubelet_dir,
+                                   cluster=settings.controllers)  # fmt: skip
         url = urllib.parse.urlsplit(client.server)
         self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
 
@@ -379,47 +383,6 @@ class Runner:
     def register_node(self) -> None:
         """The Node object kubelet registers, Ready, with its InternalIP."""
         register_node(self.client, self.settings.node_name, self.settings.node_ip, self.settings.labels)
-
-    def publish_root_ca(self, namespace: str) -> None:
-        """kube-controller-manager's root-ca-cert-publisher (kube-root-ca.crt) and serviceaccount
-        controller (the `default` ServiceAccount) for the namespace."""
-        if self.client.get(CORE, "serviceaccounts", namespace, "default") is None:
-            sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
-            self.client.create(CORE, "serviceaccounts", namespace, sa)
-        if self.client.get(CORE, "configmaps", namespace, "kube-root-ca.crt") is None:
-            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"},
-                  "data": {"ca.crt": self.client.ca_file.read_text()}}  # fmt: skip
-            self.client.create(CORE, "configmaps", namespace, cm)
-
-    def sync_workloads(self) -> None:
-        nodes: list[Obj] = self.client.request("GET", f"{CORE}/nodes")["items"]
-        pods = {
-            (p["metadata"]["namespace"], p["metadata"]["name"]): p for p in self.client.list(CORE, "pods")
-        }
-        used: dict[str, set[tuple[str, int]]] = {}
-        for p in pods.values():
-            if p["spec"].get("nodeName"):
-                used.setdefault(p["spec"]["nodeName"], set()).update(controllers.host_ports(p))
-        for kind, plural in _PLURAL.items():
-            for w in self.client.list(APPS, plural):
-                w.setdefault("kind", kind)
-                for plan in controllers.desired_pods(w, nodes):
-                    meta = plan.pod["metadata"]
-                    if (meta["namespace"], meta["name"]) in pods:
-                        continue
-                    self.publish_root_ca(meta["namespace"])
-                    node = plan.node or controllers.pick_node(plan.pod, nodes, used)
-                    if node:
-                        plan.pod["spec"]["nodeName"] = node
-                        used.setdefault(node, set()).update(controllers.host_ports(plan.pod))
-                    created = self.client.create(CORE, "pods", meta["namespace"], plan.pod)
-                    if not node:
-                        msg = controllers.UNSCHEDULABLE.format(n=len(nodes))
-                        log.warning("pod %s/%s: Unschedulable: %s", meta["namespace"], meta["name"], msg)
-                        self.client.patch_status(
-                            CORE, "pods", meta["namespace"], meta["name"], unschedulable(msg)
-                        )
-                    pods[(meta["namespace"], meta["name"])] = created
 
     def sync_pods(self) -> None:
         mine = [
@@ -459,9 +422,11 @@ class Runner:
             rt.last_status = text
 
     def step(self) -> None:
-        self.sync_workloads()
+        if self.settings.controllers:
+            workloads.sync(self.client)
         self.sync_pods()
-        endpoints.sync(self.client)
+        if self.settings.controllers:
+            endpoints.sync(self.client)
         self.storage.sync()
 
     def run(self, stop: threading.Event) -> None:
@@ -474,15 +439,24 @@ class Runner:
                 log.warning("sync failed: %s", e)
             stop.wait(self.settings.period)
 
-    def shutdown(self) -> None:
+    def drain(self) -> None:
+        """Stop every pod on the pod network (their CNI DELs need the host-network pods: the CNI
+        agent, and OVN central's members, perhaps on other nodes, which a cluster's `down` keeps
+        until every node is drained), all at once; nothing is booted any more (the loop is over)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-        # pods using claims first (their teardown needs the CSI pods), then pods on the pod network:
-        # their CNI DEL needs the host-network pods (the CNI agent)
-        order = sorted(
-            self.pods.values(),
-            key=lambda rt: (not claims_of(rt.pod), bool(rt.pod["spec"].get("hostNetwork"))),
-        )
-        for rt in order:
-            rt.stop()
+        # pods using claims first (their teardown needs the CSI pods)
+        self._stop_pods([rt for rt in self.pods.values() if claims_of(rt.pod)])
+        self._stop_pods([rt for rt in self.pods.values() if not rt.pod["spec"].get("hostNetwork")])
+
+    def shutdown(self) -> None:
+        self.drain()
+        self._stop_pods(list(self.pods.values()))
         if self._bound_kubelet_dir:
             rootdir.teardown(self.kubelet_dir)
+
+    def _stop_pods(self, group: list[PodRuntime]) -> None:
+        """All at once: a container that ignores SIGTERM takes its grace period."""
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="stop") as pool:
+            list(pool.map(PodRuntime.stop, group))
+        for rt in group:
+            self.pods.pop(rt.pod["metadata"]["uid"], None)

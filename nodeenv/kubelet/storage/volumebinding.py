@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodeenv.kubelet.apiclient import ApiError, KubeClient
-from nodeenv.kubelet.controllers import fits
+from nodeenv.kubelet.scheduler import fits
 from nodeenv.kubelet.status import unschedulable
 from nodeenv.kubelet.storage.pvcontroller import ANN_SELECTED_NODE, MERGE, claim_path
 

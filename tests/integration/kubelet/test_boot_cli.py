@@ -59,7 +59,7 @@ def test_boot_status_and_down_from_the_command_line(short_tmp: Path) -> None:
     flags = ("--run-dir", str(run_dir))
     links_before = _links()
     try:
-        booted = cli("boot", *flags, "--api-port", "0", "--timeout", "300", timeout=420)
+        booted = cli("boot", *flags, "--nodes", "1", "--api-port", "0", "--timeout", "300", timeout=420)
         out = booted.stdout
         assert booted.returncode == 0, f"boot exited {booted.returncode}:\n{out}\n{booted.stderr}"
         pods = rows(out)

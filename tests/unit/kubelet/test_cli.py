@@ -25,10 +25,13 @@ def test_env_fallbacks_and_flags_over_them(tmp_path: Path) -> None:
     s = settings(["--api-address", "198.18.9.9", "--datapath", "system"], env)
     assert (s.api_address, s.datapath) == ("198.18.9.9", "system")
     assert settings([], {}).overlay.parts[-3:] == ("daemonsets", "overlays", "k3s")
+    assert (settings([], {}).nodes, settings([], {"K8SHOST_NODES": "1"}).nodes) == (3, 1)
 
 
 @pytest.mark.parametrize(("argv", "why"), [(["--api-address", "nope"], "nope"),
-                                           (["--datapath", "dpdk"], "auto, system or netdev")])  # fmt: skip
+                                           (["--datapath", "dpdk"], "auto, system or netdev"),
+                                           (["--nodes", "0"], "1 or more, not '0'"),
+                                           (["--nodes", "three"], "not 'three'")])  # fmt: skip
 def test_bad_settings_named(argv: list[str], why: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["boot", *argv], {}) == 2
     assert why in capsys.readouterr().err
@@ -57,6 +60,9 @@ def test_help_names_every_command_and_env_fallback() -> None:
         "K8SHOST_BOOT_DIR",
         "KUBECONFIG",
         "K8SHOST_BOOT_API_ADDRESS",
+        "K8SHOST_NODES",
+        "K8SHOST_NODE_NETNS",
+        "K8SHOST_RUN_CONTROLLERS",
     ):
         assert word in out
 
