@@ -10,6 +10,7 @@ import signal
 import sys
 
 from common.jsonlog import setup_logging
+from common.malloc import pin_mmap_threshold
 from nodeenv.kubeapi.server import KubeApiServer
 from nodeenv.kubeapi.settings import KubeApiSettings, parse
 
@@ -43,6 +44,7 @@ async def serve(s: KubeApiSettings) -> int:
 def main(argv: list[str] | None = None) -> int:
     settings = parse(sys.argv[1:] if argv is None else argv, os.environ)
     setup_logging(settings.log_level)
+    pin_mmap_threshold()
     try:
         return asyncio.run(serve(settings))
     except OSError as e:  # port in use, unwritable directory
