@@ -11,10 +11,21 @@ import sys
 
 from common.jsonlog import setup_logging
 from common.malloc import pin_mmap_threshold
+from nodeenv.kubeapi.auth import Recorder
 from nodeenv.kubeapi.server import KubeApiServer
 from nodeenv.kubeapi.settings import KubeApiSettings, parse
 
 log = logging.getLogger("nodeenv.kubeapi")
+
+
+def daemon_server(s: KubeApiSettings) -> KubeApiServer:
+    """The server as the daemon runs it. It keeps no request record: that is for tests reading an
+    in-process double (tests/kubeapi_fixture.py), nothing reads it in the daemon, and filling its
+    10,000 + 10,000 entries grew the daemon's RSS by ~13 MB/h in the 30-minute soak."""
+    names = tuple(dict.fromkeys(("localhost", "127.0.0.1", s.host)))  # its certificate names where it listens
+    server = KubeApiServer(s.dir, s.config, host=s.host, port=s.port, server_names=names, also=s.also)
+    server.state.recorder = Recorder(limit=0)
+    return server
 
 
 async def serve(s: KubeApiSettings) -> int:
@@ -22,8 +33,7 @@ async def serve(s: KubeApiSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    names = tuple(dict.fromkeys(("localhost", "127.0.0.1", s.host)))  # its certificate names where it listens
-    server = KubeApiServer(s.dir, s.config, host=s.host, port=s.port, server_names=names, also=s.also)
+    server = daemon_server(s)
     await server.start()
     users = {u: str(server.kubeconfig_for(u)) for u in s.users}
     also = [{"netns": a.netns, "url": a.url, "kubeconfig": str(path)}
