@@ -15,6 +15,7 @@ import signal
 import sys
 
 from common.jsonlog import setup_logging
+from common.malloc import pin_mmap_threshold
 from webhook.settings import DEV_WARNING, MintSettings, PkiSettings, ServeSettings, parse
 
 log = logging.getLogger("webhook")
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(settings, ServeSettings):
         setup_logging(settings.log_level)
         _cheap_log_records()
+        pin_mmap_threshold()
         try:
             return asyncio.run(serve(settings))
         except (OSError, ValueError) as e:  # unreadable certificate, port in use, ...

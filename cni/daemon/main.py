@@ -36,6 +36,7 @@ from cni.ovn_nb import Northbound
 from cni.settings import AgentSettings
 from cni.wire import Dns
 from common.jsonlog import setup_logging
+from common.malloc import pin_mmap_threshold
 from ovnaccess.connection import Ovsdb, c_json_parser
 
 log = logging.getLogger("cni.daemon")
@@ -211,6 +212,7 @@ async def _serve_metrics(
 def main(argv: Sequence[str] | None = None) -> int:
     s = AgentSettings.from_argv(sys.argv[1:] if argv is None else argv, os.environ)
     setup_logging(s.log_level)
+    pin_mmap_threshold()
     try:
         return asyncio.run(run(s))
     except Exception:

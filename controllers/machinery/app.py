@@ -27,6 +27,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from common.jsonlog import setup_logging
+from common.malloc import pin_mmap_threshold
 from controllers.machinery.controller import Controller, Lookup, Reconcile
 from controllers.machinery.events import EventRecorder
 from controllers.machinery.health import make_health_app, serve
@@ -134,6 +135,7 @@ class ControllerApp:
         settings = parse(self.program, self.description, sys.argv[1:] if argv is None else argv, os.environ,
                          prefix=self.env_prefix, add_arguments=self.add_arguments)  # fmt: skip
         setup_logging(settings.log_level)
+        pin_mmap_threshold()
         return asyncio.run(self._main(settings))
 
     async def _main(self, settings: ControllerSettings) -> int:

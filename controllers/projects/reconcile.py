@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from controllers.machinery import ApiException, EventRecorder, Kind, KubeClient, Store
+from controllers.machinery import NAMESPACES, ApiException, EventRecorder, Kind, KubeClient, Store
 from controllers.projects.template import (
     KINDS,
     MANAGED_BY,
@@ -53,6 +53,26 @@ class ProjectReconciler:
         ns = self.namespaces.get_by_key(key)
         if ns is None or ns["metadata"].get("deletionTimestamp"):
             return  # the namespace's deletion removes everything in it
+        try:
+            await self._reconcile(key, ns)
+        except ApiException as e:
+            if e.status not in (403, 404) or not await self._namespace_gone(key):
+                raise
+            log.info("namespace %s went away during its reconcile (HTTP %d): nothing left to do", key,
+                     e.status, extra={"key": key})  # fmt: skip
+
+    async def _namespace_gone(self, name: str) -> bool:
+        """Deleted or terminating now, as the API says (the cache may not have seen it yet): a create
+        in it is refused with 404 NotFound or 403 Forbidden, and there is nothing to retry."""
+        try:
+            ns = await self.client.get(NAMESPACES, None, name)
+        except ApiException as e:
+            if e.status == 404:
+                return True
+            raise
+        return bool(ns["metadata"].get("deletionTimestamp"))
+
+    async def _reconcile(self, key: str, ns: Mapping[str, Any]) -> None:
         want = desired_objects(ns, self.template)
         for o in want:
             await self._ensure(ns, o)

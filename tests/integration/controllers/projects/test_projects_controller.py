@@ -11,18 +11,22 @@ import jwt
 import pytest
 
 from controllers.machinery import (
+    CONFIG_MAPS,
     LIMIT_RANGES,
     NAMESPACES,
     NETWORK_POLICIES,
     RESOURCE_QUOTAS,
     ROLE_BINDINGS,
     ROLES,
+    ApiException,
     Kind,
     KubeClient,
+    Store,
 )
 from controllers.machinery.settings import parse
 from controllers.projects.main import PREFIX, add_arguments, make_app
-from controllers.projects.template import MANAGED_BY, MANAGER
+from controllers.projects.reconcile import ProjectReconciler
+from controllers.projects.template import KINDS, MANAGED_BY, MANAGER, ProjectTemplate
 from tests.integration.controllers.machinery_kit import client_for, eventually
 from webhook.devcerts import mint
 from webhook.mapping import ClaimMapper
@@ -206,3 +210,38 @@ async def test_an_object_the_cache_has_not_seen_yet_is_read_back_and_left_alone(
         have = kube_api.get(kind.plural, NS, body["metadata"]["name"])
         assert (have["metadata"].get("labels") or {}).get(MANAGED_BY) != MANAGER, kind.plural
     await eventually(lambda: names(kube_api, "roles") == OURS["roles"], what="the rest of the template")
+
+
+def stale_reconciler(admin: KubeClient, ns: dict[str, Any]) -> ProjectReconciler:
+    """The reconciler with caches from just before `ns` went away (the watch event not in yet)."""
+    cache = Store()
+    cache.upsert(ns)
+    return ProjectReconciler(admin, cache, {kind: Store() for kind in KINDS}, ProjectTemplate())
+
+
+@pytest.mark.parametrize("terminating", [False, True], ids=["deleted", "terminating"])
+async def test_a_namespace_deleted_mid_reconcile_is_done_not_an_error(
+    kube_api: Any, admin: KubeClient, terminating: bool
+) -> None:
+    """Creates in a namespace that is gone (404 NotFound) or terminating (403 Forbidden) end the
+    reconcile quietly: no exception, so the controller logs no traceback, records no Warning Event
+    and does not retry."""
+    name = f"gone-{'terminating' if terminating else 'deleted'}"
+    ns = await admin.create(NAMESPACES, {"metadata": {"name": name, "labels": LABELS}})
+    if terminating:  # an object with a finalizer keeps the namespace Terminating
+        await admin.create(CONFIG_MAPS, {"metadata": {"name": "held", "namespace": name,
+                                                      "finalizers": ["example.com/hold"]}})  # fmt: skip
+    await admin.delete(NAMESPACES, None, name)
+    assert (kube_api.get("namespaces", "", name) is not None) is terminating
+    assert await stale_reconciler(admin, ns).reconcile(name) is None
+    assert not kube_api.objects("roles", name)
+
+
+async def test_a_refused_create_in_a_live_namespace_is_still_an_error(
+    kube_api: Any, admin: KubeClient
+) -> None:
+    ns = await admin.create(NAMESPACES, {"metadata": {"name": "refused", "labels": LABELS}})
+    kube_api.set_fault(verb="create", resource="roles", namespace="refused", code=403)
+    with pytest.raises(ApiException) as e:
+        await stale_reconciler(admin, ns).reconcile("refused")
+    assert e.value.status == 403
