@@ -114,16 +114,21 @@ def _hold(lock: Path, stack: ExitStack) -> None:
     stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _machine_lock(request: pytest.FixtureRequest) -> Iterator[None]:
+_held = ExitStack()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
     """One session at a time on the machine's userspace datapath and one on the test cluster's
-    prefix: a second session (another checkout, a bench under the lock) waits, saying so, instead
-    of failing half-started or tearing the other's cluster down as stale. Unit-only sessions take
+    prefix: a second session (another checkout, a bench under the lock) waits here, saying so,
+    instead of failing half-started or tearing the other's cluster down as stale; taken once the
+    tests are collected and before any runs (outside every test's timeout). Unit-only sessions take
     no lock; cluster-only sessions only the cluster's."""
-    with ExitStack() as stack:
-        for lock in _locks_for(request.session.items, Path(str(request.config.rootpath)) / "tests"):
-            _hold(lock, stack)
-        yield
+    for lock in _locks_for(session.items, Path(str(session.config.rootpath)) / "tests"):
+        _hold(lock, _held)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _held.close()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
