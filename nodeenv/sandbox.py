@@ -8,7 +8,8 @@ clusters:
   service (the double, nodeenv/lightningstor.py; `control/store/`), one for the cluster, and
   each node's CSI plugin on it, so a volume written on one node is attached to another;
 - `sandbox/`: what the scenario needs besides the cluster, in this namespace against the API double
-  on loopback: the IAM webhook, project-controller and node-controller.
+  on loopback: the IAM webhook and project-controller (the cluster runs node-controller, fiberlb-
+  and netpol-controller as replicas on node1 and node2).
 
 Then the scenario's parts in order, each step naming the node(s) it ran on, and everything stopped
 again (by PID; the cluster's namespaces by name). `--nodes 1` is the single-node environment
@@ -29,7 +30,6 @@ from nodeenv.cluster.control import Given
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.csi_component import CsiComponent
 from nodeenv.daemons import start_foreground, unix_listening, wait_for
-from nodeenv.netpol_component import start_controller
 from nodeenv.node import Component, Node, NodeSettings, read_env_file
 from nodeenv.projects_component import ProjectsComponent
 from nodeenv.scenario import Place, Scenario
@@ -68,20 +68,6 @@ class LightningStorComponent:
             release_under(node.run_dir)
 
 
-class NodeControllerComponent:
-    """node-controller (controllers/nodes): a deleted Node's OVN state released; leader-elected."""
-
-    name = "node-controller"
-
-    def start(self, node: Node) -> dict[str, str]:
-        flags = ["--ovn-nb-db", node.endpoints["OVN_NB_DB"], "--ovn-sb-db", node.endpoints["OVN_SB_DB"]]
-        base = start_controller(node, self.name, "controllers.nodes.main", flags)
-        return {"NODES_METRICS": f"{base}/metrics"}
-
-    def cleanup(self, node: Node) -> None:
-        """The daemon is stopped by PID."""
-
-
 class SandboxCluster(Cluster):
     """The sandbox's cluster: LightningStor in its control part (started first), every node's CSI
     plugin on it."""
@@ -115,7 +101,6 @@ class ClusterSandbox:
             Given(given),
             WebhookComponent(),
             ProjectsComponent(),
-            NodeControllerComponent(),
         ]
         self.control.up()
 

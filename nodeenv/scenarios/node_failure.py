@@ -4,9 +4,10 @@ its machine dies (nodeenv/cluster/faults.py). The pods on the other nodes keep r
 the dead node's backend leaves the EndpointSlice (written here as kube-controller-manager's
 EndpointSlice controller writes it once the node's pods are not ready) and the external IP answers
 from the surviving backends, from a pod and from a node; then the dead node is taken off the machine
-and its Node deleted from the API, and the node-controller releases everything it held in OVN (its
-chassis, management port, egress set, its pods' ports and addresses): the shared invariants hold
-for the cluster that is left (nodeenv/cluster/invariants.py)."""
+and its Node deleted from the API, and the node-controller (the cluster's, whose replicas run on
+node1 and node2: the last node has none, so no handover is waited for) releases everything it held
+in OVN (its chassis, management port, egress set, its pods' ports and addresses): the shared
+invariants hold for the cluster that is left (nodeenv/cluster/invariants.py)."""
 
 from __future__ import annotations
 
