@@ -89,24 +89,24 @@ class PodNetworkService:
         self, req: CniRequest, att: Attachment, source: AddressSource, timer: _Timer
     ) -> tuple[HostEnd, Allocation, str]:
         # The veth first (~0.5 ms; its alias records the attachment for GC, and a missing netns
-        # fails here, before anything is allocated). Then the OVS bind (the Interface carries the
-        # container id) and, for OVN IPAM, the NB port (its own record) are committed at once,
-        # while the address and the pod end are configured. Binding before the veth existed was
+        # fails here, before anything is allocated). For OVN IPAM the NB port (its own record) is
+        # committed while the address and the pod end are configured; then the OVS bind (the
+        # Interface carries the container id). Binding before the veth existed was
         # no faster (measured) and cost an ovs-vswitchd warning per pod.
         with self._a.ovs.expect_installed(att.host_if) as installed:
             host = self._a.links.create_veth(att.host_if, att.netns, att.ifname, req.netconf.mtu, att.alias)
             linked_at = time.perf_counter()
             timer.mark("veth_ms")
-            bind_f = self._pool.submit(self._bind, att)
+            alloc_f = self._pool.submit(source.allocate, req, att) if source.self_recording else None
             try:
-                alloc_f = self._pool.submit(source.allocate, req, att) if source.self_recording else None
-                try:
-                    alloc, mac = self._address_pod(req, att, source, host, alloc_f, timer)
-                finally:
-                    if alloc_f is not None:
-                        wait([alloc_f])  # a failed ADD's teardown must see the port it created
+                alloc, mac = self._address_pod(req, att, source, host, alloc_f, timer)
             finally:
-                bind_started, bound_at = bind_f.result()  # nothing in flight when a failed ADD tears down
+                if alloc_f is not None:
+                    wait([alloc_f])  # a failed ADD's teardown must see the port it created
+            # Bound once the host end is up (configure_pod brings it up last): a packet socket that
+            # ovs-vswitchd binds to a device still down gets ENETDOWN ("error receiving Ethernet
+            # packet ... Network is down" in its log), which a quiet machine hit for most pods.
+            bind_started, bound_at = self._bind(att)
             timer.marks["bind_ms"] = round((bound_at - bind_started) * 1000, 2)
             timer.mark("pod_and_bind_ms")
             if not self._port_installed(installed, att):

@@ -269,12 +269,12 @@ def start_volume_service(s: BootSettings, env: Mapping[str, str], host: str, nod
     nodes reach it, named in the CSI config."""
     port_file = s.run_dir / "lightningstor.json"
     port_file.unlink(missing_ok=True)
-    inside = ["ip", "netns", "exec", netns] if netns else []
-    argv = [*inside, sys.executable, "-m", "nodeenv.lightningstor", "--root",
+    argv = [sys.executable, "-m", "nodeenv.lightningstor", "--root",
             str(s.run_dir / "lightningstor"), "--host", host, "--nodes", ",".join(nodes),
             "--port-file", str(port_file)]  # fmt: skip
-    _, proc = start_foreground("lightningstor", argv, s.run_dir / "lightningstor.log",
-                               {**env, "PYTHONPATH": str(ROOT)}, s.table())  # fmt: skip
+    py_env = {**env, "PYTHONPATH": str(ROOT)}
+    _, proc = start_foreground("lightningstor", argv, s.run_dir / "lightningstor.log", py_env, s.table(),
+                               netns, host_mounts=True)  # fmt: skip
     wait_until(port_file.exists, "the LightningStor VolumeService", 30, proc)
     endpoint = json.loads(port_file.read_text())["endpoint"]
     patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint}})
