@@ -9,7 +9,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
+from ovnaccess import tls
+from ovnaccess.tls import OvnTls
+
 ENV_PREFIX = "PRISMNET_"
+OWN_FLAGS = ("ovn_tls",)
+"""Fields whose flags another module defines (ovnaccess.tls: the OVN_SSL_* every program shares)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +53,8 @@ class AgentSettings:
     """Comma-separated search domains returned in results (OVN IPAM)."""
     cluster_domain: str = ""
     """When set, results also search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 (OVN IPAM)."""
+    ovn_tls: OvnTls | None = None
+    """The agent's key, certificate and the OVN CA, for `ssl:` remotes (flags from ovnaccess.tls)."""
 
     @property
     def management_if(self) -> str:
@@ -64,11 +71,17 @@ class AgentSettings:
         parser = build_parser(env)
         ns = parser.parse_args(list(argv))
         try:
-            out = cls(**{f.name: getattr(ns, f.name) for f in fields(cls)})
+            out = cls.from_namespace(ns)
             out.validate()
         except ValueError as e:
             parser.error(str(e))
         return out
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> Self:
+        """The settings from `build_parser`'s parsed flags."""
+        given = {f.name: getattr(ns, f.name) for f in fields(cls) if f.name not in OWN_FLAGS}
+        return cls(**given, ovn_tls=OvnTls.from_args(ns))
 
     def validate(self) -> None:
         net = ipaddress.IPv4Network(self.cluster_cidr)
@@ -97,6 +110,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     d = AgentSettings()
     types: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool, Path: Path, str: str}
     for f in fields(AgentSettings):
+        if f.name in OWN_FLAGS:
+            continue
         default = getattr(d, f.name)
         var = ENV_PREFIX + f.name.upper()
         conv = Path if isinstance(default, Path) else types[type(default)]
@@ -108,6 +123,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
             metavar=var,
             help=f"{_doc(f.name)} (env {var}; default {default})",
         )
+    tls.add_arguments(parser, env)
     return parser
 
 

@@ -26,7 +26,9 @@ def make_backend(s: FiberlbSettings) -> Backend:
 
         return GrpcBackend(s.fiberlb_endpoint, s.org_id, s.project_id)
     from controllers.fiberlb.ovn_backend import OvnBackend
+    from ovnaccess import tls
 
+    tls.use(s.ovn_tls)
     return OvnBackend.connect(s.ovn_nb_db)
 
 
