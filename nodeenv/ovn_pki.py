@@ -150,6 +150,22 @@ def tls_env(endpoints: Mapping[str, str], program: str, node: str) -> dict[str, 
     return tls.env() if tls else {}
 
 
+def manifest_pki(directory: Path, servers: Iterable[str]) -> OvnPki:
+    """The PKI the manifests' Secrets are made from: every MANIFEST_IDENTITIES' key and
+    certificate (ovn-central's with the servers' addresses as SANs), made if absent."""
+    pki = OvnPki(directory)
+    for identity in MANIFEST_IDENTITIES:
+        pki.issue(identity, list(servers) if identity == "ovn-central" else [])
+    return pki
+
+
+def secret_args(pki: OvnPki, identity: str) -> list[str]:
+    """`kubectl` arguments creating Secret ovn-tls-<identity> (tls.key, tls.crt, ca.crt)."""
+    f = pki.files(identity)
+    return ["create", "secret", "generic", secret_name(identity), f"--from-file=tls.key={f.private_key}",
+            f"--from-file=tls.crt={f.certificate}", f"--from-file=ca.crt={f.ca_cert}"]  # fmt: skip
+
+
 def _san(address: str) -> x509.GeneralName:
     try:
         return x509.IPAddress(ipaddress.ip_address(address))

@@ -18,6 +18,7 @@ import pytest
 from nodeenv.image.store import ImageStore
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.runner import Runner, RunnerSettings
+from nodeenv.ovn_pki import MANIFEST_IDENTITIES, OvnPki, manifest_pki, secret_args
 from tests.conftest import require_root
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubeapi.test_kubeapi_overlay import OVERLAY, install_crds
@@ -50,6 +51,14 @@ def webhook_secrets(api: KubeApiHandle, pki: Path) -> dict[str, Any]:
     return files
 
 
+def ovn_secrets(api: KubeApiHandle, directory: Path, servers: list[str]) -> OvnPki:
+    """The OVN CA and Secrets ovn-tls-<component> README "Installing on k3s" has the admin create."""
+    pki = manifest_pki(directory, servers)
+    for identity in MANIFEST_IDENTITIES:
+        kubectl(api, "-n", NS, *secret_args(pki, identity))
+    return pki
+
+
 @pytest.fixture
 def applied(kube_api: KubeApiHandle, tmp_path: Path) -> Path:
     require_root()
@@ -57,6 +66,7 @@ def applied(kube_api: KubeApiHandle, tmp_path: Path) -> Path:
     kubectl(kube_api, "apply", "-k", str(OVERLAY))
     pki = tmp_path / "pki"
     webhook_secrets(kube_api, pki)
+    ovn_secrets(kube_api, tmp_path / "ovn-pki", ["127.0.0.1"])
     return pki
 
 
