@@ -12,6 +12,8 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+
 from nodeenv.netns_socket import connected_socket
 from ovnaccess.tls import OvnTls
 
@@ -22,6 +24,8 @@ class Answer:
     """What the server listed (empty when it refused)."""
     error: str = ""
     """How it refused ("" when it answered)."""
+    server_serial: int = 0
+    """The serial number of the certificate the server presented (0: plaintext or none)."""
 
     @property
     def refused(self) -> bool:
@@ -49,8 +53,10 @@ def list_dbs(host: str, port: int, ctx: ssl.SSLContext | None, netns: str = "", 
         with raw, ctx.wrap_socket(raw) if ctx else raw as sock:
             sock.sendall(json.dumps({"method": "list_dbs", "params": [], "id": 1}).encode())
             reply = sock.recv(65536)
+            der = sock.getpeercert(binary_form=True) if isinstance(sock, ssl.SSLSocket) else None
         if not reply:
             return Answer((), "the server closed the connection without answering")
-        return Answer(tuple(json.loads(reply)["result"]))
+        serial = x509.load_der_x509_certificate(der).serial_number if der else 0
+        return Answer(tuple(json.loads(reply)["result"]), server_serial=serial)
     except (OSError, ValueError, KeyError) as e:
         return Answer((), f"{type(e).__name__}: {e}")

@@ -11,9 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from nodeenv.cluster.cluster import Cluster
+from nodeenv.daemons import is_alive
 from nodeenv.node import read_env_file
+from nodeenv.ovn_central import DATABASES, central_dir
 from nodeenv.ovn_pki import OvnPki
 from nodeenv.ovsdb_probe import client_context, list_dbs
 from tests.integration.cluster.conftest import Pods
@@ -89,3 +92,27 @@ def test_each_program_on_a_node_has_its_own_certificate(cluster: Cluster) -> Non
         for program in programs:
             key = d / f"{program}-{n.name}.key"
             assert (d / f"{program}-{n.name}.crt").exists() and oct(key.stat().st_mode)[-3:] == "600", key
+
+
+def test_renewed_certificates_serve_the_next_connection_with_nothing_restarted(cluster: Cluster) -> None:
+    """A NB member's and a client's certificates renewed (new keys, same CA): the member presents
+    its new one on the next handshake and the client's new one is accepted, from a node, with
+    every central daemon the same process."""
+    p, node = pki(cluster), cluster.nodes[0]
+    member = cluster.central_component.member_list(central_dir(cluster.central), DATABASES[0])[0]
+    assert member.tls is not None
+    pids = {r.name: r.pid for r in cluster.central.daemons.load()}
+    host, port = member.listen_ip, member.port
+    client = p.issue(f"rotated-{node.name}")
+    before = list_dbs(host, port, client_context(p.ca_cert, client), node.netns)
+    assert before.server_serial == serial(member.tls.certificate), before
+    p.renew(member.tls.certificate.stem, [member.listen_ip])
+    p.renew(client.certificate.stem)
+    after = list_dbs(host, port, client_context(p.ca_cert, client), node.netns)
+    assert not after.refused and after.server_serial == serial(member.tls.certificate) != before.server_serial
+    assert {r.name: r.pid for r in cluster.central.daemons.load()} == pids, "nothing restarted"
+    assert all(is_alive(r) for r in cluster.central.daemons.load())
+
+
+def serial(cert: Path) -> int:
+    return x509.load_pem_x509_certificate(cert.read_bytes()).serial_number
