@@ -136,8 +136,15 @@ class OvnCentral:
         pki = self.pki_of(directory)
         if pki is None:
             return Member(db, index, directory, self.listen_ip)
-        tls = pki.issue(f"ovsdb-server-{db.key}{index or ''}", [self.listen_ip or "127.0.0.1"])
-        return Member(db, index, directory, self.listen_ip, tls)
+        return Member(db, index, directory, self.listen_ip, pki.files(f"ovsdb-server-{db.key}{index or ''}"))
+
+    def _issue(self, directory: Path) -> None:
+        """Every member's key and certificate, made if absent (the CA first)."""
+        pki = self.pki_of(directory)
+        if pki is None:
+            return
+        for m in (m for db in DATABASES for m in self.member_list(directory, db)):
+            pki.issue(f"ovsdb-server-{m.label}", [self.listen_ip or "127.0.0.1"])
 
     def remotes(self, directory: Path, db: Database) -> str:
         return ",".join(f"unix:{m.socket}" for m in self.member_list(directory, db))
@@ -149,6 +156,7 @@ class OvnCentral:
     def start(self, node: Node) -> dict[str, str]:
         directory = central_dir(node)
         env = {**node.process_env(), **rundirs(directory)}
+        self._issue(directory)
         for db in DATABASES:
             if self.mode == "standalone":
                 self._start_standalone(node, self.member_list(directory, db)[0], env)
