@@ -3,7 +3,8 @@
 A component reaching the NB or SB over `ssl:` presents its own certificate (signed by the
 cluster's OVN CA) and checks the server's against that CA. Its settings take the three paths from
 `add_arguments` (flags with `OVN_SSL_*` env fallbacks, shared by every program, as KUBECONFIG
-is); `use` checks them (the key 0600, owned by nobody else) and hands them to python-ovs, whose
+is); `use` checks them (the key 0600, or 0440 as kubelet gives a Secret to a non-root container,
+never readable by others) and hands them to python-ovs, whose
 `ssl:` stream loads them for every new connection: a renewed file is used from the next
 (re)connection on, without a restart. `ctl_flags` gives the same files to ovn-nbctl/ovn-sbctl/
 ovs-vsctl/ovsdb-client, and to ovsdb-server, ovn-northd and ovn-controller, which take the same
@@ -36,7 +37,7 @@ class TlsNotConfigured(ValueError):
 
 
 class InsecureKey(ValueError):
-    """A private key readable or writable by group or others (or missing)."""
+    """A private key others may read, or its group write (or a missing key)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
