@@ -156,7 +156,7 @@ def start_controller(node: Node, ovs_db: str, sb_remote: str, tls: OvnTls | None
     # ovn-controller has no --unixctl in OVN 23.03; OVN_RUNDIR places its control socket.
     start_detaching(
         "ovn-controller",
-        ["ovn-controller", ovs_db, *flags, f"--log-file={ovs_dir / 'ovn-controller.log'}"],
+        controller_argv(ovs_db, ovs_dir, tls),
         ovs_dir / "ovn-controller.pid",
         env,
         node.daemons,
@@ -168,6 +168,12 @@ def start_controller(node: Node, ovs_db: str, sb_remote: str, tls: OvnTls | None
         "ovn-controller to register its chassis",
     )
     return {"OVS_DB": ovs_db, "OVS_BRIDGE": bridge, "OVN_CHASSIS": s.system_id, **rundirs(ovs_dir)}
+
+
+def controller_argv(ovs_db: str, ovs_dir: Path, tls: OvnTls | None) -> list[str]:
+    """ovn-controller on the node's OVS database, with its certificate for an `ssl:` SB."""
+    flags = tls.ctl_flags() if tls else []
+    return ["ovn-controller", ovs_db, *flags, f"--log-file={ovs_dir / 'ovn-controller.log'}"]
 
 
 def start_ovsdb(node: Node, db: str, schema: Path, env: dict[str, str]) -> str:
