@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from nodeenv.plasmacloud_auth import DevPki
 from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
 from tests.integration.cni.prismnet_server import FakePrismnet, serve
 
 
 @pytest.fixture
-def prismnet(short_tmp: Path) -> Iterator[tuple[str, FakePrismnet]]:
+def prismnet(short_tmp: Path, plasmacloud_pki: DevPki) -> Iterator[tuple[str, FakePrismnet]]:
     path = short_tmp / f"prismnet-{os.getpid()}.sock"
-    server, fake = serve(str(path))
+    server, fake = serve(str(path), plasmacloud_pki)
     yield f"unix:{path}", fake
     server.stop(grace=None)
     path.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from nodeenv.lightningstor import FakeVolumeService, serve
+from nodeenv.plasmacloud_auth import DevPki
 from protos import csi_pb2
 from tests.conftest import require_root
 from tests.integration.csi.conftest import (
@@ -35,11 +36,12 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def ls_driver() -> Iterator[tuple[Driver, FakeVolumeService]]:
+def ls_driver(plasmacloud_pki: DevPki) -> Iterator[tuple[Driver, FakeVolumeService]]:
     require_root()
     root = make_root()
-    server, service, endpoint = serve(root / "ls", nodes=[NODE_ID])
-    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint])
+    server, service, endpoint = serve(root / "ls", [NODE_ID], plasmacloud_pki)
+    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint,
+                      *plasmacloud_pki.client_flags()])  # fmt: skip
     try:
         d.start()
         yield d, service
@@ -141,11 +143,12 @@ def test_lightningstor_errors_map_to_csi_codes(ls_driver: tuple[Driver, FakeVolu
     c.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
 
 
-def test_probe_is_not_ready_while_lightningstor_is_down() -> None:
+def test_probe_is_not_ready_while_lightningstor_is_down(plasmacloud_pki: DevPki) -> None:
     require_root()
     root = make_root()
-    server, _, endpoint = serve(root / "ls", nodes=[NODE_ID])
-    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint])
+    server, _, endpoint = serve(root / "ls", [NODE_ID], plasmacloud_pki)
+    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint,
+                      *plasmacloud_pki.client_flags()])  # fmt: skip
     try:
         d.start()
         server.stop(None)

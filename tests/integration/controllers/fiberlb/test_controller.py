@@ -27,7 +27,7 @@ FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 
 
 def flags(fiberlb: FakeServer, pool: str = "192.168.100.10-192.168.100.19", *extra: str) -> list[str]:
-    return ["--leader-elect=false", "--backend", "fiberlb", "--fiberlb-endpoint", fiberlb.endpoint,
+    return ["--leader-elect=false", "--backend", "fiberlb", *fiberlb.flags,
             "--external-ip-pool", pool, "--debounce", "0.05", *extra]  # fmt: skip
 
 
@@ -241,7 +241,7 @@ async def test_backend_errors_are_retried_and_reported(
 async def test_without_a_pool_fiberlb_allocates_and_the_ip_stays(
     kube_api: Any, admin: Admin, fiberlb: FakeServer
 ) -> None:
-    argv = ["--leader-elect=false", "--backend", "fiberlb", "--fiberlb-endpoint", fiberlb.endpoint]
+    argv = ["--leader-elect=false", "--backend", "fiberlb", *fiberlb.flags]
     ctrl = await RunningController(kube_api, argv).start()
     try:
         await admin.create(service("web"))
