@@ -40,9 +40,9 @@ def _expect(code: grpc.StatusCode, want: grpc.StatusCode, what: str) -> str:
 
 
 def run(scn: Scenario) -> None:
-    endpoint, auth, on = scn.env.get("LIGHTNINGSTOR_ENDPOINT", ""), None, ""
+    endpoint, on = scn.env.get("LIGHTNINGSTOR_ENDPOINT", ""), ""  # calls from the control part
     if endpoint:
-        auth, on = PlasmaCloudAuth.from_env(scn.env), scn.where(scn.at(0))
+        auth = PlasmaCloudAuth.from_env(scn.env)
         pki = DevPki(auth.token_file.parent)
     else:  # one node: a LightningStor double of its own, for these steps
         pki = ensure_dev_pki(scn.node.path("plasmacloud", "x").parent)
