@@ -6,7 +6,8 @@ interceptor that answers UNAUTHENTICATED before the servicer runs when the `auth
 holds no Bearer token, or one that is malformed, wrongly signed, expired, not yet valid, from another
 issuer or not for `audience`. The JWT checks are the IAM webhook's own (webhook/tokens.py, keys from
 webhook/keys.py, re-read when the key file changes); the reason goes back to the caller, never the
-token.
+token. A token verified once is remembered (bounded, until its `exp`, forgotten when the key file
+changes), as a real service caches its validations: every call is still checked against it.
 
 `ensure_dev_pki` makes, once per environment directory, the DEVELOPMENT CA, the services' serving
 certificate, the dev IAM signing key pair and a token for the platform's components (0600), from the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ SERVICE_NAMES = (
     "flashdns.plasmacloud.internal", "prismnet.plasmacloud.internal",
 )  # fmt: skip
 PLATFORM_SUBJECT = "k8shost-platform"
+CACHE_SIZE = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,12 +58,14 @@ class TokenRules:
 class IamTokenCheck(grpc.ServerInterceptor):
     """UNAUTHENTICATED for a call without a valid IAM token (see the module doc)."""
 
-    def __init__(self, rules: TokenRules) -> None:
-        self.rules = rules
+    def __init__(self, rules: TokenRules, clock: Callable[[], float] = time.time) -> None:
+        self.rules, self._clock = rules, clock
         self._keys = FileKeys([rules.key_file])
         self._keyset = KeySet()
         self._lock = threading.Lock()
-        self._validator = TokenValidator(TokenPolicy(issuers=(rules.issuer,)))
+        self._validator = TokenValidator(TokenPolicy(issuers=(rules.issuer,)), clock)
+        self._verified: dict[str, tuple[float, tuple[str, ...]]] = {}
+        """token -> (exp, audiences) of tokens verified with the current keys."""
         self.refused: list[str] = []
         """Reasons of the refusals so far (what a test or the sandbox shows)."""
 
@@ -69,15 +74,25 @@ class IamTokenCheck(grpc.ServerInterceptor):
         auth = [v for k, v in metadata or () if k == "authorization"]
         if len(auth) != 1 or not isinstance(auth[0], str) or not auth[0].startswith("Bearer "):
             return "missing IAM token (authorization: Bearer)"
+        token = auth[0][7:].strip()
         with self._lock:
             if self._keys.reload_if_changed() or not self._keyset:
-                self._keyset = KeySet(self._keys.keys)
-            keys = self._keyset
-        try:
-            verified = self._validator.validate(auth[0][7:].strip(), keys)
-        except TokenRejected as e:
-            return f"IAM token rejected: {e}"
-        if self.rules.audience not in verified.audiences:
+                self._keyset, self._verified = KeySet(self._keys.keys), {}
+            keys, known = self._keyset, self._verified.get(token)
+        if known is None:
+            try:
+                verified = self._validator.validate(token, keys)
+            except TokenRejected as e:
+                return f"IAM token rejected: {e}"
+            known = (verified.expires_at, verified.audiences)
+            with self._lock:
+                if len(self._verified) >= CACHE_SIZE:
+                    self._verified.clear()
+                if self._keyset is keys:  # not verified with keys replaced meanwhile
+                    self._verified[token] = known
+        if known[0] <= self._clock() - self._validator.policy.leeway:
+            return "IAM token rejected: token expired"
+        if self.rules.audience not in known[1]:
             return f"IAM token rejected: not for audience {self.rules.audience}"
         return ""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 
 from common.plasmacloud_grpc import CredentialsError, PlasmaCloudAuth, add_flags, secure_channel
 from nodeenv.lightningstor import FakeVolumeService
-from nodeenv.plasmacloud_auth import AUDIENCE, DevPki, ensure_dev_pki
+from nodeenv.plasmacloud_auth import AUDIENCE, DevPki, IamTokenCheck, ensure_dev_pki
 from protos import lightningstor_pb2 as ls
 from protos import lightningstor_pb2_grpc as ls_grpc
 from webhook.devcerts import new_key, private_pem
@@ -174,3 +175,23 @@ def test_the_dev_pki_keeps_its_secrets_0600(pki: DevPki) -> None:
     for path in (pki.server_key, pki.signing_key, pki.token):
         assert path.stat().st_mode & 0o777 == 0o600, path
     assert not (pki.dir / "ca.key").exists()
+
+
+def test_a_remembered_token_is_refused_once_it_expires_and_when_the_keys_change(
+    pki: DevPki, tmp_path: Path
+) -> None:
+    now = [time.time()]
+    check = IamTokenCheck(pki.rules(), clock=lambda: now[0])
+    md = [("authorization", f"Bearer {pki.mint(ttl=60)}")]
+    assert check.reason(md) == ""
+    now[0] += 60 + 31  # past exp and the 30 s leeway
+    assert check.reason(md) == "IAM token rejected: token expired"
+    now[0] -= 91
+    assert check.reason(md) == ""
+    other = ensure_dev_pki(tmp_path / "rotated")
+    pki_pub = pki.signing_pub.read_bytes()
+    try:
+        pki.signing_pub.write_bytes(other.signing_pub.read_bytes())  # IAM rotated its signing key
+        assert check.reason(md) == "IAM token rejected: unknown signing key"
+    finally:
+        pki.signing_pub.write_bytes(pki_pub)
