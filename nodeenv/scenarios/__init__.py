@@ -9,6 +9,7 @@ from nodeenv.scenarios import (
     kubeapi,
     node_failure,
     ovn_alive,
+    pod_security,
     podman,
     spec_times,
     tenancy,
@@ -16,7 +17,7 @@ from nodeenv.scenarios import (
 )
 
 SCENARIOS = (
-    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, pod_security,
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip
