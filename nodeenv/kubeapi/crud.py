@@ -6,7 +6,8 @@ concurrency on update and patch (a stale metadata.resourceVersion is 409 Conflic
 unconditional); the /status subresource; finalizers (delete sets deletionTimestamp and
 deletionGracePeriodSeconds=0 and the object stays until an update empties the finalizers, which
 removes it with one DELETED event); delete preconditions (uid, resourceVersion); dryRun=All; the
-immortal namespaces default/kube-system/kube-public cannot be deleted.
+immortal namespaces default/kube-system/kube-public cannot be deleted. Validating admission in
+kube-apiserver's order: PodSecurity (podsecurity/, on creates and updates), then ResourceQuota.
 Simplified: deleting a namespace marks it Terminating, deletes its objects at once (objects with
 finalizers stay until finalized) and removes the namespace when it is empty (no namespace controller
 delay); propagationPolicy and gracePeriodSeconds are accepted but there is no garbage collector, so
