@@ -21,6 +21,7 @@ from nodeenv.kubeapi.podsecurity.levels import (
     Version,
     policy_to_evaluate,
 )
+from nodeenv.kubeapi.settings import parse
 
 P = "pod-security.kubernetes.io/"
 KIND = {(k.group, k.kind): k for k in KINDS}
@@ -162,3 +163,15 @@ def test_config_from_an_admission_configuration_file_and_its_path(tmp_path: Path
     (tmp_path / "psa.yaml").write_text("kind: PodSecurityConfiguration\ndefaults: {enforce: strict}\n")
     with pytest.raises(ValueError, match=r"defaults\.enforce"):
         PodSecurityConfig.load(tmp_path / "admission.yaml")
+
+
+def test_the_daemons_flag_and_its_env_fallback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    k3s = Path(__file__).parents[3] / "daemonsets" / "k3s" / "pod-security.yaml"
+    flag = parse(["--dir", "/tmp/x", "--admission-control-config-file", str(k3s)], {})
+    assert flag.config.pod_security.defaults.enforce == BASELINE
+    env = parse(["--dir", "/tmp/x"], {"KUBEAPI_ADMISSION_CONTROL_CONFIG_FILE": str(k3s)})
+    assert env.config.pod_security == flag.config.pod_security
+    assert parse(["--dir", "/tmp/x"], {}).config.pod_security == PodSecurityConfig()
+    with pytest.raises(SystemExit):
+        parse(["--dir", "/tmp/x", "--admission-control-config-file", str(tmp_path / "none.yaml")], {})
+    assert "--admission-control-config-file" in capsys.readouterr().err
