@@ -9,7 +9,8 @@ removes what was made):
 2. a link `k8sh-api0` (one end of a veth pair) with --api-address/32, where the API double
    listens: the node reaches it directly and pods over PrismNET (their egress leaves through the
    management port to the node), standing in for the `kubernetes` Service kube-proxy would serve;
-3. the API double (`python -m nodeenv.kubeapi`) on that address, its admin kubeconfig in the run dir;
+3. the API double (`python -m nodeenv.kubeapi`) on that address, its admin kubeconfig in the run dir,
+   with k3s's PodSecurity configuration (daemonsets/k3s/pod-security.yaml: Baseline by default);
 4. as README "Install" has the admin do: the external-snapshotter CRDs, `kubectl apply -k <overlay>`,
    k8shost-config's OVN endpoints at this node (OVS's Python library resolves no host names in the
    image) and OVS_DATAPATH_TYPE (netdev without the openvswitch kernel module), and the webhook's
@@ -60,6 +61,8 @@ API_ADDRESS = "198.18.0.1"
 API_LINK, API_PEER = "k8sh-api0", "k8sh-api1"
 NS = "kube-system"
 ROOT = Path(__file__).parents[2]
+POD_SECURITY = ROOT / "daemonsets" / "k3s" / "pod-security.yaml"
+"""kube-apiserver's --admission-control-config-file on k3s: the double enforces the same defaults"""
 Obj = dict[str, Any]
 
 
@@ -260,7 +263,8 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     port_file = s.run_dir / "kubeapi.json"
     port_file.unlink(missing_ok=True)
     argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", s.api_address,
-            "--port", str(s.api_port), "--port-file", str(port_file)]  # fmt: skip
+            "--port", str(s.api_port), "--port-file", str(port_file),
+            "--admission-control-config-file", str(POD_SECURITY)]  # fmt: skip
     _, proc = start_foreground(
         "kubeapi", argv, s.run_dir / "kubeapi.log", {**env, "PYTHONPATH": str(ROOT)}, table
     )
