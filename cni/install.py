@@ -114,8 +114,8 @@ def build_install_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     parser = build_install_parser(os.environ if env is None else env)
     ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    settings = AgentSettings.from_namespace(ns)
     try:
+        settings = AgentSettings.from_namespace(ns)
         settings.validate()
     except ValueError as e:
         parser.error(str(e))

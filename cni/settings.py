@@ -9,12 +9,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
 from ovnaccess import tls
 from ovnaccess.tls import OvnTls
 
 ENV_PREFIX = "PRISMNET_"
-OWN_FLAGS = ("ovn_tls",)
-"""Fields whose flags another module defines (ovnaccess.tls: the OVN_SSL_* every program shares)."""
+OWN_FLAGS = ("ovn_tls", "plasmacloud")
+"""Fields whose flags another module defines (ovnaccess.tls: the OVN_SSL_* every program shares;
+common.plasmacloud_grpc: PLASMACLOUD_*)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +55,8 @@ class AgentSettings:
     """Comma-separated search domains returned in results (OVN IPAM)."""
     cluster_domain: str = ""
     """When set, results also search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 (OVN IPAM)."""
+    plasmacloud: PlasmaCloudAuth | None = None
+    """CA and IAM token file for PrismNET IPAM (`prismnetEndpoint`; --plasmacloud-*): none, none of it."""
     ovn_tls: OvnTls | None = None
     """The agent's key, certificate and the OVN CA, for `ssl:` remotes (flags from ovnaccess.tls)."""
 
@@ -79,9 +83,10 @@ class AgentSettings:
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> Self:
-        """The settings from `build_parser`'s parsed flags."""
+        """From build_parser's flags (validate() not called)."""
+        auth = PlasmaCloudAuth.from_args(ns) if ns.plasmacloud_ca or ns.plasmacloud_token_file else None
         given = {f.name: getattr(ns, f.name) for f in fields(cls) if f.name not in OWN_FLAGS}
-        return cls(**given, ovn_tls=OvnTls.from_args(ns))
+        return cls(**given, plasmacloud=auth, ovn_tls=OvnTls.from_args(ns))
 
     def validate(self) -> None:
         net = ipaddress.IPv4Network(self.cluster_cidr)
@@ -109,6 +114,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     d = AgentSettings()
     types: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool, Path: Path, str: str}
+    add_flags(parser, env)
     for f in fields(AgentSettings):
         if f.name in OWN_FLAGS:
             continue

@@ -10,6 +10,8 @@ from nodeenv.scenarios import (
     node_failure,
     ovn_alive,
     ovn_tls,
+    plasmacloud,
+    pod_security,
     podman,
     spec_times,
     tenancy,
@@ -17,7 +19,9 @@ from nodeenv.scenarios import (
 )
 
 SCENARIOS = (
-    ovn_alive, ovn_tls, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, pod_security,
+    plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
+    ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip

@@ -18,6 +18,7 @@ ADMIN_CREATED = {
     ("Secret", "iam-webhook-client-ca"),
     ("ConfigMap", "iam-webhook-keys"),
     *{("Secret", secret_name(i)) for i in MANIFEST_IDENTITIES},  # README "Installing on k3s"
+    ("Secret", "plasmacloud-credentials"),  # PlasmaCloud's CA and IAM token (README "Install")
 }
 
 
