@@ -28,6 +28,13 @@ from bench.cni_batch_floor import (
 from bench.cni_floor import RawOvsdb
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.node import read_env_file
+from nodeenv.ovn_pki import client_tls
+
+
+def tls_env_flags(env: dict[str, str], node: str) -> list[str]:
+    """ovn-nbctl's certificate flags for a script on `node` (its own identity of the cluster's CA)."""
+    tls = client_tls(env, "bench-floor", node)
+    return tls.ctl_flags() if tls else []
 
 
 def bridge(env: dict[str, str]) -> str:
@@ -46,8 +53,8 @@ def cluster_floor(c: Cluster, n: int, conc: int, switch_names: list[str], labels
     monitors = {ns: RawOvsdb(e["OVS_DB"], "Open_vSwitch", {"Interface": ["name", "external_ids"]})
                 for ns, e in envs.items()}  # fmt: skip
     # inside the node, to the NB over its underlay remotes: the path its agent's NB connection takes
-    binders = {x.netns: bind_nbctl({**envs[x.netns], "OVN_NB_DB": x.env["OVN_NB_DB"]}, bridge(x.env), x.netns)
-               for x in nodes}  # fmt: skip
+    binders = {x.netns: bind_nbctl({**envs[x.netns], "OVN_NB_DB": x.env["OVN_NB_DB"]}, bridge(x.env), x.netns,
+                                   tls_env_flags(x.env, x.name)) for x in nodes}  # fmt: skip
 
     def one(p: FloorPort) -> float:
         return until_installed(p, binders[p.node_netns], monitors[p.node_netns])

@@ -19,7 +19,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -144,9 +144,12 @@ def remove_ports(ports: list[FloorPort], e: dict[str, str] | Callable[[FloorPort
         subprocess.run(["ip", "netns", "del", p.netns], capture_output=True)
 
 
-def bind_nbctl(e: dict[str, str], bridge: str, netns: str = "") -> Callable[[FloorPort], None]:
-    """ovn-nbctl + ovs-vsctl per port; inside `netns` (a cluster node's, with its own NB remotes)
-    when given, as a script on that node would run them."""
+def bind_nbctl(
+    e: dict[str, str], bridge: str, netns: str = "", tls_flags: Sequence[str] = ()
+) -> Callable[[FloorPort], None]:
+    """ovn-nbctl + ovs-vsctl per port; inside `netns` (a cluster node's, with its own NB remotes
+    and, for their `ssl:`, a certificate's `tls_flags`) when given, as a script on that node would
+    run them."""
     inside = ["ip", "netns", "exec", netns] if netns else []
 
     def bind(p: FloorPort) -> None:
@@ -156,6 +159,7 @@ def bind_nbctl(e: dict[str, str], bridge: str, netns: str = "") -> Callable[[Flo
                 *inside,
                 "ovn-nbctl",
                 f"--db={e['OVN_NB_DB']}",
+                *tls_flags,
                 "lsp-add",
                 p.switch,
                 p.lsp,

@@ -10,8 +10,13 @@ from pathlib import Path
 from typing import Any, Self
 
 from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
+from ovnaccess import tls
+from ovnaccess.tls import OvnTls
 
 ENV_PREFIX = "PRISMNET_"
+OWN_FLAGS = ("ovn_tls", "plasmacloud")
+"""Fields whose flags another module defines (ovnaccess.tls: the OVN_SSL_* every program shares;
+common.plasmacloud_grpc: PLASMACLOUD_*)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +57,8 @@ class AgentSettings:
     """When set, results also search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 (OVN IPAM)."""
     plasmacloud: PlasmaCloudAuth | None = None
     """CA and IAM token file for PrismNET IPAM (`prismnetEndpoint`; --plasmacloud-*): none, none of it."""
+    ovn_tls: OvnTls | None = None
+    """The agent's key, certificate and the OVN CA, for `ssl:` remotes (flags from ovnaccess.tls)."""
 
     @property
     def management_if(self) -> str:
@@ -64,13 +71,6 @@ class AgentSettings:
         return ipaddress.IPv4Network(self.cluster_cidr)
 
     @classmethod
-    def from_namespace(cls, ns: argparse.Namespace) -> Self:
-        """From build_parser's flags (validate() not called)."""
-        auth = PlasmaCloudAuth.from_args(ns) if ns.plasmacloud_ca or ns.plasmacloud_token_file else None
-        return cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if f.name != "plasmacloud"},
-                   plasmacloud=auth)  # fmt: skip
-
-    @classmethod
     def from_argv(cls, argv: Sequence[str], env: Mapping[str, str]) -> Self:
         parser = build_parser(env)
         ns = parser.parse_args(list(argv))
@@ -80,6 +80,13 @@ class AgentSettings:
         except ValueError as e:
             parser.error(str(e))
         return out
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> Self:
+        """From build_parser's flags (validate() not called)."""
+        auth = PlasmaCloudAuth.from_args(ns) if ns.plasmacloud_ca or ns.plasmacloud_token_file else None
+        given = {f.name: getattr(ns, f.name) for f in fields(cls) if f.name not in OWN_FLAGS}
+        return cls(**given, plasmacloud=auth, ovn_tls=OvnTls.from_args(ns))
 
     def validate(self) -> None:
         net = ipaddress.IPv4Network(self.cluster_cidr)
@@ -108,7 +115,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     d = AgentSettings()
     types: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool, Path: Path, str: str}
     add_flags(parser, env)
-    for f in (f for f in fields(AgentSettings) if f.name != "plasmacloud"):
+    for f in fields(AgentSettings):
+        if f.name in OWN_FLAGS:
+            continue
         default = getattr(d, f.name)
         var = ENV_PREFIX + f.name.upper()
         conv = Path if isinstance(default, Path) else types[type(default)]
@@ -120,6 +129,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
             metavar=var,
             help=f"{_doc(f.name)} (env {var}; default {default})",
         )
+    tls.add_arguments(parser, env)
     return parser
 
 

@@ -28,6 +28,7 @@ from common.plasmacloud_grpc import PlasmaCloudAuth
 from nodeenv.daemons import DaemonError, free_port, in_netns, start_foreground, unix_listening, wait_for
 from nodeenv.flashdns_component import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 from nodeenv.node import Node
+from nodeenv.ovn_pki import tls_env
 
 REPO = Path(__file__).resolve().parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -92,6 +93,7 @@ class CniComponent:
         # (node.env's own PRISMNET_* entries are for people and tools, not for the agent)
         env = {k: v for k, v in node.process_env().items() if not k.startswith("PRISMNET_")}
         env["PYTHONPATH"] = str(REPO)
+        env |= tls_env(node.endpoints, "prismnet-agent", node.settings.system_id)  # its own OVN certificate
         s.socket.unlink(missing_ok=True)  # a killed agent leaves its socket behind
         log = node.path("prismnet", "agent.log")
         _, proc = start_foreground("prismnet-agent", argv, log, env, node.daemons, node.settings.netns)

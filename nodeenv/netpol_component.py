@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from nodeenv.daemons import free_port, http_ready, http_ready_in, start_foreground, wait_for
 from nodeenv.node import Node
+from nodeenv.ovn_pki import tls_env
 
 
 def start_controller(node: Node, program: str, module: str, flags: Sequence[str]) -> str:
@@ -52,6 +53,7 @@ def launch_controller(node: Node, program: str, module: str, flags: Sequence[str
             "--leader-elect-lease-namespace=kube-system", f"--metrics-address=127.0.0.1:{port}",
             *flags]  # fmt: skip
     env = {k: v for k, v in node.process_env().items() if k not in ("POD_NAME", "POD_NAMESPACE")}
+    env |= tls_env(node.endpoints, program, node.settings.system_id)  # its own OVN certificate
     if netns:
         env |= {"POD_NAME": f"{program}-{node.settings.system_id}", "POD_NAMESPACE": "kube-system"}
     _, proc = start_foreground(program, argv, node.path(program, f"{program}.log"), env, node.daemons, netns)

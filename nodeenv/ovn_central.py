@@ -3,11 +3,16 @@
 `standalone` (the default, fastest to start): one ovsdb-server per database on a unix socket and
 one ovn-northd. `raft`: each database a cluster of `members` ovsdb-servers, made with
 `ovsdb-tool create-cluster` (the first member) and `join-cluster` (the others), RAFT between
-them on loopback TCP ports chosen at start; each member's client listener (its own unix socket)
+them over TLS on loopback ports chosen at start; each member's client listener (its own unix socket)
 is on its command line, not set through `set-connection` (a clustered database would give every
 member the same listener). Two ovn-northd run against the clusters, active/standby through the SB
 lock. Every client is given the whole remote list (`OVN_NB_DB`, `OVN_SB_DB` in node.env) and
 writes through the leader.
+
+Off the machine's own namespace (`listen_ip`, a cluster's underlay) the databases are reached over
+mutual TLS only: every member listens on `pssl:` with its own certificate from the cluster's OVN
+PKI (nodeenv/ovn_pki.py, made here once per cluster), accepts only clients whose certificate that
+CA signed, and talks RAFT to its peers over `ssl:` too. There is no `ptcp:` listener.
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ from pathlib import Path
 
 from nodeenv.daemons import DaemonError, DaemonRecord, free_port, run_checked, start_detaching
 from nodeenv.node import Node
+from nodeenv.ovn_pki import OvnPki
+from ovnaccess.tls import OvnTls
 
 log = logging.getLogger(__name__)
 
 NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
 SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
 MODES = ("standalone", "raft")
-TCP_PORTS = {"nb": 6641, "sb": 6642}
+PORTS = {"nb": 6641, "sb": 6642}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +54,10 @@ class Member:
     index: int
     """1.. in a cluster, 0 standalone."""
     dir: Path
-    tcp_ip: str = ""
-    """Also listen for clients on TCP at this address (a cluster's underlay), port `tcp_port`."""
+    listen_ip: str = ""
+    """Also listen for clients at this address (a cluster's underlay), port `port`, over TLS."""
+    tls: OvnTls | None = None
+    """The member's key, certificate and the CA its clients' and peers' certificates must chain to."""
 
     @property
     def label(self) -> str:
@@ -71,21 +80,22 @@ class Member:
         return self.dir / f"ovsdb-{self.label}.ctl"
 
     @property
-    def tcp_port(self) -> int:
+    def port(self) -> int:
         """6641 (NB) / 6642 (SB) for the first member, +1000 for each further one (one address)."""
-        return TCP_PORTS[self.db.key] + 1000 * max(self.index - 1, 0)
+        return PORTS[self.db.key] + 1000 * max(self.index - 1, 0)
 
     @property
-    def tcp_remote(self) -> str:
-        return f"tcp:{self.tcp_ip}:{self.tcp_port}"
+    def ssl_remote(self) -> str:
+        return f"ssl:{self.listen_ip}:{self.port}"
 
     def argv(self) -> list[str]:
-        tcp = [f"--remote=ptcp:{self.tcp_port}:{self.tcp_ip}"] if self.tcp_ip else []
+        listen = [f"--remote=pssl:{self.port}:{self.listen_ip}"] if self.listen_ip else []
         return [
             "ovsdb-server",
             str(self.dbfile),
             f"--remote=punix:{self.socket}",
-            *tcp,
+            *listen,
+            *(self.tls.ctl_flags() if self.tls else []),
             f"--unixctl={self.ctl}",
             f"--log-file={self.dir / f'ovsdb-{self.label}.log'}",
         ]
@@ -95,33 +105,58 @@ class OvnCentral:
     """Starts the central databases and northd for a node environment (see module doc)."""
 
     def __init__(
-        self, mode: str = "standalone", members: int = 3, northds: int = 2, tcp_ip: str = ""
-    ) -> None:
+        self, mode: str = "standalone", members: int = 3, northds: int = 2, listen_ip: str = "",
+        pki: OvnPki | None = None,
+    ) -> None:  # fmt: skip
         if mode not in MODES:
             raise DaemonError(f"OVN central mode {mode!r}: expected one of {', '.join(MODES)}")
+        if listen_ip and pki is None:
+            raise DaemonError("OVN central listens off the host over TLS only: give it the cluster's PKI")
         self.mode = mode
         self.members = members if mode == "raft" else 1
         self.northds = northds if mode == "raft" else 1
-        self.tcp_ip = tcp_ip
-        """Where every member also listens for clients on TCP ("" = unix sockets only)."""
+        self.listen_ip = listen_ip
+        """Where every member also listens for clients over TLS ("" = unix sockets only)."""
+        self.pki = pki
 
     name = "ovn-central"
 
     def member_list(self, directory: Path, db: Database) -> list[Member]:
-        if self.mode == "standalone":
-            return [Member(db, 0, directory, self.tcp_ip)]
-        return [Member(db, i, directory, self.tcp_ip) for i in range(1, self.members + 1)]
+        indexes = [0] if self.mode == "standalone" else range(1, self.members + 1)
+        return [self._member(db, i, directory) for i in indexes]
+
+    def pki_of(self, directory: Path) -> OvnPki | None:
+        """The PKI the members' TLS comes from: the cluster's, or for RAFT on one host one of the
+        central's own (RAFT is over TLS always); None for a standalone unix-socket-only central."""
+        if self.pki is None and self.mode == "raft":
+            self.pki = OvnPki(directory / "pki")
+        return self.pki
+
+    def _member(self, db: Database, index: int, directory: Path) -> Member:
+        pki = self.pki_of(directory)
+        if pki is None:
+            return Member(db, index, directory, self.listen_ip)
+        return Member(db, index, directory, self.listen_ip, pki.files(f"ovsdb-server-{db.key}{index or ''}"))
+
+    def _issue(self, directory: Path) -> None:
+        """Every member's key and certificate, made if absent (the CA first)."""
+        pki = self.pki_of(directory)
+        if pki is None:
+            return
+        for m in (m for db in DATABASES for m in self.member_list(directory, db)):
+            pki.issue(f"ovsdb-server-{m.label}", [self.listen_ip or "127.0.0.1"])
 
     def remotes(self, directory: Path, db: Database) -> str:
         return ",".join(f"unix:{m.socket}" for m in self.member_list(directory, db))
 
-    def tcp_remotes(self, directory: Path, db: Database) -> str:
-        """The remote list as clients on the underlay reach it ("" without `tcp_ip`)."""
-        return ",".join(m.tcp_remote for m in self.member_list(directory, db)) if self.tcp_ip else ""
+    def ssl_remotes(self, directory: Path, db: Database) -> str:
+        """The remote list as clients on the underlay reach it ("" without `listen_ip`)."""
+        return ",".join(m.ssl_remote for m in self.member_list(directory, db)) if self.listen_ip else ""
 
     def start(self, node: Node) -> dict[str, str]:
         directory = central_dir(node)
         env = {**node.process_env(), **rundirs(directory)}
+        self._issue(directory)
         for db in DATABASES:
             if self.mode == "standalone":
                 self._start_standalone(node, self.member_list(directory, db)[0], env)
@@ -140,15 +175,16 @@ class OvnCentral:
                 node.settings.netns,
             )  # fmt: skip
         out = {"OVN_NB_DB": nb, "OVN_SB_DB": sb, "OVN_CENTRAL": self.mode}
-        if self.tcp_ip:
-            out["OVN_NB_DB_TCP"], out["OVN_SB_DB_TCP"] = (self.tcp_remotes(directory, db) for db in DATABASES)
+        if self.listen_ip and self.pki:
+            out["OVN_NB_DB_SSL"], out["OVN_SB_DB_SSL"] = (self.ssl_remotes(directory, db) for db in DATABASES)
+            out["OVN_PKI_DIR"] = str(self.pki.dir)
         return out
 
     def _start_standalone(self, node: Node, m: Member, env: dict[str, str]) -> None:
         start_standalone(node, m, env)
 
     def _start_cluster(self, node: Node, members: list[Member], env: dict[str, str]) -> None:
-        raft = {m.index: f"tcp:127.0.0.1:{free_port()}" for m in members}
+        raft = {m.index: f"ssl:127.0.0.1:{free_port()}" for m in members}
         first = members[0]
         run_checked(["ovsdb-tool", "create-cluster", str(first.dbfile), str(first.db.schema), raft[1]], env)
         for m in members[1:]:

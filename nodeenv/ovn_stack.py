@@ -28,6 +28,7 @@ from nodeenv.ovn_central import (
     start_standalone,
 )
 from nodeenv.vswitchd import DEBIAN_SCHEMA, Vswitchd, choose_vswitchd
+from ovnaccess.tls import OvnTls
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +112,11 @@ def start_switch(node: Node) -> tuple[str, Vswitchd]:
     return ovs_db, vswitchd
 
 
-def start_controller(node: Node, ovs_db: str, sb_remote: str) -> dict[str, str]:
+def start_controller(node: Node, ovs_db: str, sb_remote: str, tls: OvnTls | None = None) -> dict[str, str]:
     """The integration bridge (userspace datapath) and ovn-controller as chassis `system_id`,
-    encapsulating Geneve from `encap_ip`, given the SB remote list; waits for its Chassis row."""
+    encapsulating Geneve from `encap_ip`, given the SB remote list (and, for `ssl:` remotes, its
+    own key and certificate); waits for its Chassis row."""
+    flags = tls.ctl_flags() if tls else []
     bridge, s = node.settings.bridge, node.settings
     ovs_dir = node.path("ovs", "x").parent
     env = {**node.process_env(), **rundirs(ovs_dir)}
@@ -153,18 +156,24 @@ def start_controller(node: Node, ovs_db: str, sb_remote: str) -> dict[str, str]:
     # ovn-controller has no --unixctl in OVN 23.03; OVN_RUNDIR places its control socket.
     start_detaching(
         "ovn-controller",
-        ["ovn-controller", ovs_db, f"--log-file={ovs_dir / 'ovn-controller.log'}"],
+        controller_argv(ovs_db, ovs_dir, tls),
         ovs_dir / "ovn-controller.pid",
         env,
         node.daemons,
         s.netns,
     )
-    sbctl = in_netns(s.netns, ["ovn-sbctl", f"--db={sb_remote}", "--timeout=10"])
+    sbctl = in_netns(s.netns, ["ovn-sbctl", f"--db={sb_remote}", *flags, "--timeout=10"])
     wait_for(
         lambda: s.system_id in _quiet([*sbctl, "--bare", "--columns=name", "list", "Chassis"]),
         "ovn-controller to register its chassis",
     )
     return {"OVS_DB": ovs_db, "OVS_BRIDGE": bridge, "OVN_CHASSIS": s.system_id, **rundirs(ovs_dir)}
+
+
+def controller_argv(ovs_db: str, ovs_dir: Path, tls: OvnTls | None) -> list[str]:
+    """ovn-controller on the node's OVS database, with its certificate for an `ssl:` SB."""
+    flags = tls.ctl_flags() if tls else []
+    return ["ovn-controller", ovs_db, *flags, f"--log-file={ovs_dir / 'ovn-controller.log'}"]
 
 
 def start_ovsdb(node: Node, db: str, schema: Path, env: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ from ovsdbapp.schema.open_vswitch import impl_idl as ovs_impl  # type: ignore[im
 from ovsdbapp.schema.ovn_northbound import impl_idl as nb_impl  # type: ignore[import-untyped]
 from ovsdbapp.schema.ovn_southbound import impl_idl as sb_impl  # type: ignore[import-untyped]
 
+from ovnaccess import tls
 from ovnaccess.remotes import InvalidRemote, UnresolvedRemote, parse_remotes, resolve_remotes
 from ovnaccess.retry import NoWaitOvsTransaction, RetryingTransaction, RetryPolicy
 from ovnaccess.watch import RowHook, Watcher
@@ -165,9 +166,12 @@ def connect(
     retry: RetryPolicy | None = None,
 ) -> Ovsdb:
     """Connect to `schema` at `remotes` (one remote, or every member of a cluster), replicating
-    `tables`. OvsdbUnavailable when no server answers; InvalidRemote for a malformed list."""
+    `tables`. OvsdbUnavailable when no server answers; InvalidRemote for a malformed list;
+    tls.TlsNotConfigured for an `ssl:` remote without the client's files (`tls.use`)."""
+    entries = parse_remotes(remotes)
+    tls.require_for(entries)
     try:
-        remote = ",".join(resolve_remotes(parse_remotes(remotes)))
+        remote = ",".join(resolve_remotes(entries))
     except UnresolvedRemote as e:
         raise OvsdbUnavailable(str(e)) from e
     try:

@@ -38,6 +38,7 @@ from cni.wire import Dns
 from common.jsonlog import setup_logging
 from common.malloc import pin_mmap_threshold
 from common.plasmacloud_grpc import PlasmaCloudAuth
+from ovnaccess import tls
 from ovnaccess.connection import Ovsdb, c_json_parser
 
 log = logging.getLogger("cni.daemon")
@@ -217,6 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     s = AgentSettings.from_argv(sys.argv[1:] if argv is None else argv, os.environ)
     setup_logging(s.log_level)
     pin_mmap_threshold()
+    try:
+        tls.use(s.ovn_tls)  # the key's mode checked before anything connects
+    except (ValueError, OSError) as e:
+        log.error("prismnet-agent: %s", e)
+        return 2
     try:
         return asyncio.run(run(s))
     except Exception:

@@ -27,7 +27,9 @@ def make_backend(s: FiberlbSettings) -> Backend:
         assert s.plasmacloud is not None  # from_args requires it for this backend
         return GrpcBackend(s.fiberlb_endpoint, s.plasmacloud, s.org_id, s.project_id)
     from controllers.fiberlb.ovn_backend import OvnBackend
+    from ovnaccess import tls
 
+    tls.use(s.ovn_tls)
     return OvnBackend.connect(s.ovn_nb_db)
 
 

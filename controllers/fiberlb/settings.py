@@ -11,6 +11,8 @@ from typing import Self
 from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
 from controllers.fiberlb.ippool import parse_pools
 from controllers.machinery.settings import parse_bool
+from ovnaccess import tls
+from ovnaccess.tls import OvnTls
 
 ENV_PREFIX = "FIBERLB_"
 LB_CLASS = "fiberlb.plasmacloud.io/lb"
@@ -36,6 +38,8 @@ class FiberlbSettings:
     """Seconds endpoint changes of one Service are coalesced over before it is reprogrammed."""
     cluster_ips: bool = True
     """ovn backend: also program ClusterIP Services (ClusterIP:port -> endpoints)."""
+    ovn_tls: OvnTls | None = None
+    """ovn backend: the controller's key, certificate and the OVN CA for `ssl:` remotes."""
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> Self:
@@ -51,6 +55,7 @@ class FiberlbSettings:
             project_id=a.project_id,
             debounce=float(a.debounce),
             cluster_ips=parse_bool(a.cluster_ips),
+            ovn_tls=OvnTls.from_args(a),
         )
         out.validate()
         return out
@@ -84,6 +89,7 @@ def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
         "--backend", d.backend, "ovn (OVN Load_Balancer rows) or fiberlb (FiberLB gRPC API)", choices=BACKENDS
     )
     add("--ovn-nb-db", d.ovn_nb_db, "OVN northbound database (ovn backend)")
+    tls.add_arguments(p, env)
     add("--fiberlb-endpoint", d.fiberlb_endpoint, "FiberLB LoadBalancerService host:port (fiberlb backend)")
     add_flags(p, env)
     add("--org-id", d.org_id, "PlasmaCloud organization of created load balancers (fiberlb backend)")

@@ -16,10 +16,12 @@ from controllers.netpol.reconcile import (
     pod_changed,
 )
 from controllers.netpol.settings import PREFIX, NetpolSettings, add_arguments
+from ovnaccess import tls
 
 
 async def setup(ctx: AppContext) -> None:
     s = NetpolSettings.from_args(ctx.args)
+    tls.use(s.ovn_tls)
     nb = await asyncio.to_thread(PolicyNorthbound, s.ovn_nb_db)
 
     async def close() -> None:

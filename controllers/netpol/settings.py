@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Self
 
 from controllers.netpol.translate import Priorities
+from ovnaccess import tls
+from ovnaccess.tls import OvnTls
 
 PREFIX = "NETPOL_"
 
@@ -17,13 +19,16 @@ class NetpolSettings:
     ovn_nb_db: str = "unix:/run/ovn/ovnnb_db.sock"
     """The OVN northbound database the controller writes (cluster-wide)."""
     priorities: Priorities = field(default_factory=Priorities)
+    ovn_tls: OvnTls | None = None
+    """The controller's key, certificate and the OVN CA for `ssl:` remotes."""
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> Self:
         allow, deny = int(a.allow_priority), int(a.deny_priority)
         if not 0 <= deny < allow <= 32767:
             raise ValueError("--deny-priority must be below --allow-priority, both in 0-32767")
-        return cls(ovn_nb_db=a.ovn_nb_db, priorities=Priorities(allow=allow, deny=deny))
+        return cls(ovn_nb_db=a.ovn_nb_db, priorities=Priorities(allow=allow, deny=deny),
+                   ovn_tls=OvnTls.from_args(a))  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -36,5 +41,6 @@ def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     add(
         "--ovn-nb-db", "OVN_NB_DB", d.ovn_nb_db, "OVN northbound database (unix:PATH, tcp:HOST:PORT, ssl:...)"
     )
+    tls.add_arguments(p, env)
     add("--allow-priority", "ALLOW_PRIORITY", d.priorities.allow, "priority of the policies' allow ACLs")
     add("--deny-priority", "DENY_PRIORITY", d.priorities.deny, "priority of the default-deny drop ACLs")

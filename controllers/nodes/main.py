@@ -21,6 +21,8 @@ from prometheus_client import Counter
 
 from controllers.machinery import NODES, AppContext, ControllerApp
 from controllers.nodes.release import OvnNodes
+from ovnaccess import tls
+from ovnaccess.tls import OvnTls
 
 PREFIX = "NODES_"
 SWEEP, DELETED = "sweep", "deleted/"
@@ -35,9 +37,11 @@ def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
         p.add_argument(flag, default=env.get(PREFIX + var, default),
                        help=f"OVN {what} database, a remote or a RAFT cluster's remote list "
                             f"(env {PREFIX}{var}; default {default})")  # fmt: skip
+    tls.add_arguments(p, env)
 
 
 async def setup(ctx: AppContext) -> None:
+    tls.use(OvnTls.from_args(ctx.args))
     ovn = await asyncio.to_thread(OvnNodes, ctx.args.ovn_nb_db, ctx.args.ovn_sb_db)
 
     async def close() -> None:

@@ -5,7 +5,8 @@ ovs-vswitchd's `br-phy` bridge (userspace datapath) takes the node's uplink `eth
 underlay address sits on br-phy's internal port, and vswitchd learns the route to the other nodes
 (`ovs-appctl ovs/route/show`) and their MACs (`tnl/arp/show`) from that. ovn-controller (chassis
 = node name) encapsulates from that address (`ovn-encap-ip`) and reaches the SB over the same
-underlay: a node's own SB connection rides its br-phy.
+underlay: a node's own SB connection rides its br-phy, over TLS with the node's own certificate
+(`ovn-controller-<node>`, from the cluster's OVN PKI; nodeenv/ovn_pki.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from nodeenv.cluster.underlay import NODE_UPLINK
 from nodeenv.daemons import DaemonError, in_netns, run_checked, wait_for
 from nodeenv.node import Node
 from nodeenv.ovn_central import rundirs
+from nodeenv.ovn_pki import client_tls
 from nodeenv.ovn_stack import require_prerequisites, start_controller, start_switch, wait_for_bridge
 
 PHYS_BRIDGE = "br-phy"
@@ -31,15 +33,17 @@ class NodeChassis:
 
     def __init__(self, central: Mapping[str, str], prefixlen: int) -> None:
         self.central, self.prefixlen = dict(central), prefixlen
-        """The cluster's central endpoints (OVN_NB_DB_TCP, OVN_SB_DB_TCP: the underlay's remotes)."""
+        """The cluster's central endpoints (OVN_NB_DB_SSL, OVN_SB_DB_SSL: the underlay's remotes;
+        OVN_PKI_DIR: the cluster's OVN PKI)."""
 
     def start(self, node: Node) -> dict[str, str]:
         require_prerequisites()
         ovs_db, vswitchd = start_switch(node)
         self._uplink(node, ovs_db)
-        self._reach_central(node)
+        tls = client_tls(self.central, "ovn-controller", node.settings.system_id)
+        self._reach_central(node, tls.ctl_flags() if tls else [])
         try:
-            out = start_controller(node, ovs_db, self.central["OVN_SB_DB_TCP"])
+            out = start_controller(node, ovs_db, self.central["OVN_SB_DB_SSL"], tls)
         except DaemonError as e:
             raise DaemonError(f"{node.settings.system_id} cannot join the cluster: {e}") from e
         # as this node's daemons reach OVN central: over the underlay (see cluster.env for the
@@ -47,8 +51,10 @@ class NodeChassis:
         return {
             **out,
             **vswitchd.endpoints(),
-            "OVN_NB_DB": self.central["OVN_NB_DB_TCP"],
-            "OVN_SB_DB": self.central["OVN_SB_DB_TCP"],
+            "OVN_NB_DB": self.central["OVN_NB_DB_SSL"],
+            "OVN_SB_DB": self.central["OVN_SB_DB_SSL"],
+            # each of the node's programs takes its own certificate from here (nodeenv/ovn_pki.py)
+            "OVN_PKI_DIR": self.central["OVN_PKI_DIR"],
             "K8SHOST_NODE_IP": node.settings.encap_ip,
         }
 
@@ -58,11 +64,11 @@ class NodeChassis:
         ctl, log = str(ovs_dir / "ovs-vswitchd.ctl"), ovs_dir / "ovs-vswitchd.log"
         attach_uplink(s.netns, f"{s.encap_ip}/{self.prefixlen}", ovs_db, env, ctl, log)
 
-    def _reach_central(self, node: Node, timeout: float = 5.0) -> None:
+    def _reach_central(self, node: Node, tls_flags: list[str], timeout: float = 5.0) -> None:
         """At least one SB member answers from the node over the underlay, or the node cannot join:
         say which remotes failed and how (before ovn-controller would retry it silently)."""
-        s, remotes = node.settings, self.central["OVN_SB_DB_TCP"].split(",")
-        argv = [in_netns(s.netns, ["ovsdb-client", "list-dbs", r]) for r in remotes]
+        s, remotes = node.settings, self.central["OVN_SB_DB_SSL"].split(",")
+        argv = [in_netns(s.netns, ["ovsdb-client", *tls_flags, "list-dbs", r]) for r in remotes]
         tries = [
             subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for a in argv
         ]

@@ -41,6 +41,7 @@ from nodeenv.daemons import DaemonError
 from nodeenv.kubelet.apiclient import KubeClient, register_node
 from nodeenv.node import Component, Node, NodeSettings, read_env_file, write_env_file
 from nodeenv.ovn_central import OvnCentral
+from nodeenv.ovn_pki import OvnPki
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ class Cluster:
         self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
         self.control = Node(NodeSettings(run_dir=s.run_dir / "control"),
                             control_components(self.underlay.netns, s.central_address))  # fmt: skip
-        self.central_component = OvnCentral(s.ovn_central, tcp_ip=s.central_address)
+        pki = OvnPki(s.run_dir / "pki" / "ovn")  # the cluster's, made once (as kubeadm's)
+        self.central_component = OvnCentral(s.ovn_central, listen_ip=s.central_address, pki=pki)
         central = NodeSettings(
             run_dir=s.run_dir / "central", netns=self.underlay.netns, ovn_central=s.ovn_central
         )
@@ -234,7 +236,7 @@ class Cluster:
             "K8SHOST_CLUSTER_NODES": " ".join(n.name for n in self.nodes),
             **{f"K8SHOST_NODE_{n.index}": f"{n.name} {n.netns} {n.address}" for n in self.nodes},
             "K8SHOST_UNDERLAY_NETNS": self.underlay.netns,
-            # usable from this namespace: the members' unix sockets (nodes use the *_TCP lists)
+            # usable from this namespace: the members' unix sockets (nodes use the *_SSL lists)
             **{k: v for k, v in central.items() if k.startswith("OVN_")},
             "KUBECONFIG": control["KUBECONFIG"],
             "KUBE_API_URL": control["KUBE_API_URL"],

@@ -26,7 +26,8 @@ from nodeenv.cluster.cluster import Cluster, ClusterNode
 from nodeenv.daemons import DaemonError, DaemonRecord, is_alive, start_detaching, stop, wait_for
 from nodeenv.node import Node, read_env_file
 from nodeenv.ovn_central import DATABASES, Member, central_dir, cluster_status, northd_status, rundirs
-from nodeenv.ovn_stack import link_exists
+from nodeenv.ovn_pki import client_tls
+from nodeenv.ovn_stack import controller_argv, link_exists
 from nodeenv.vswitchd import choose_vswitchd
 
 
@@ -127,7 +128,7 @@ def restart_ovn_controller(n: ClusterNode) -> None:
     ovs_dir, env = n.node.run_dir / "ovs", _node_env(n)
     start_detaching(
         "ovn-controller",
-        ["ovn-controller", env["OVS_DB"], f"--log-file={ovs_dir / 'ovn-controller.log'}"],
+        controller_argv(env["OVS_DB"], ovs_dir, client_tls(env, "ovn-controller", n.name)),
         ovs_dir / "ovn-controller.pid",
         env,
         n.node.daemons,

@@ -13,12 +13,14 @@ removes what was made):
    with k3s's PodSecurity configuration (daemonsets/k3s/pod-security.yaml: Baseline by default);
 4. as README "Install" has the admin do: the external-snapshotter CRDs, `kubectl apply -k <overlay>`,
    k8shost-config's OVN endpoints at this node (OVS's Python library resolves no host names in the
-   image) and OVS_DATAPATH_TYPE (netdev without the openvswitch kernel module), and the webhook's
-   Secrets from `iam-webhook gen-dev-pki`, the Secret plasmacloud-credentials (PlasmaCloud's CA and
-   the platform's IAM token, a DEVELOPMENT PKI: nodeenv/plasmacloud_auth.py); PlasmaCloud's
-   LightningStor VolumeService (the faithful stand-in `python -m nodeenv.lightningstor`, TLS and IAM
-   tokens only, loop devices on this machine) on the API's address, named in lightningstor-csi-config,
-   so the CSI pods (their sidecars stood in for by the runner, nodeenv/kubelet/sidecars/) serve PVCs;
+   image; ssl:, each component presenting its own certificate from Secret ovn-tls-<component>,
+   made here from a new OVN CA) and OVS_DATAPATH_TYPE (netdev without the openvswitch kernel
+   module), and the webhook's Secrets from `iam-webhook gen-dev-pki`, the Secret
+   plasmacloud-credentials (PlasmaCloud's CA and the platform's IAM token, a DEVELOPMENT PKI:
+   nodeenv/plasmacloud_auth.py); PlasmaCloud's LightningStor VolumeService (the faithful stand-in
+   `python -m nodeenv.lightningstor`, TLS and IAM tokens only, loop devices on this machine) on the
+   API's address, named in lightningstor-csi-config, so the CSI pods (their sidecars stood in for
+   by the runner, nodeenv/kubelet/sidecars/) serve PVCs;
 5. the runner (`python -m nodeenv.kubelet run`) detached, hostPaths and the CNI dirs under
    `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's --cluster-dns (its ClusterIP is
    an OVN load balancer the booted fiberlb-controller programs, to flashdns-controller's pods);
@@ -53,6 +55,7 @@ from nodeenv.image.store import ImageStore
 from nodeenv.kubeapi.snapshot_crds import snapshot_crds
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.notbooted import not_booted
+from nodeenv.ovn_pki import MANIFEST_IDENTITIES, manifest_pki, secret_args
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
 from nodeenv.plasmacloud_auth import ensure_dev_pki
 
@@ -172,9 +175,10 @@ def apply_overlay(s: BootSettings, work: Path, servers: list[str]) -> None:
     kubectl(s, "apply", "-f", str(crds))
     webhook_secrets(s, work / "webhook-pki")
     plasmacloud_secret(s)
+    ovn_secrets(s, work / "ovn-pki", servers)
     data = {
-        "OVN_NB_DB": ",".join(f"tcp:{a}:6641" for a in servers),
-        "OVN_SB_DB": ",".join(f"tcp:{a}:6642" for a in servers),
+        "OVN_NB_DB": ",".join(f"ssl:{a}:6641" for a in servers),
+        "OVN_SB_DB": ",".join(f"ssl:{a}:6642" for a in servers),
         "OVS_DATAPATH_TYPE": datapath(s),
     }
     kubectl(s, "apply", "-k", str(admin_overlay(s, work / "overlay", data)))
@@ -191,6 +195,14 @@ def admin_overlay(s: BootSettings, d: Path, config: dict[str, str]) -> Path:
            "patches": [{"patch": yaml.safe_dump(patch)}]}  # fmt: skip
     (d / "kustomization.yaml").write_text(yaml.safe_dump(doc))
     return d
+
+
+def ovn_secrets(s: BootSettings, directory: Path, servers: list[str]) -> None:
+    """README "Installing on k3s": the cluster's OVN CA and a certificate per component, each as
+    Secret ovn-tls-<component> (nodeenv/ovn_pki.py; made once, kept in the run dir)."""
+    pki = manifest_pki(directory, servers)
+    for identity in MANIFEST_IDENTITIES:
+        kubectl(s, "-n", NS, *secret_args(pki, identity))
 
 
 def webhook_secrets(s: BootSettings, pki: Path) -> None:

@@ -11,6 +11,7 @@ serviceAccountToken (a token from TokenRequest), configMap, secret and downwardA
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +85,7 @@ class PodVolumes:
             src = vol.get("configMap") or vol["secret"]
             name = src.get("name") or src.get("secretName", "")
             files = self._files(kind, ns, name, src)
-            _write(target, files, int(src.get("defaultMode", 0o644)))
+            _write(target, files, int(src.get("defaultMode", 0o644)), fs_group(ctx.pod))
         elif "projected" in vol:
             _write(
                 target,
@@ -168,9 +169,18 @@ class PodVolumes:
         return out
 
 
-def _write(target: Path, files: dict[str, bytes], mode: int) -> None:
+def fs_group(pod: Obj) -> int | None:
+    value = (pod["spec"].get("securityContext") or {}).get("fsGroup")
+    return None if value is None else int(value)
+
+
+def _write(target: Path, files: dict[str, bytes], mode: int, gid: int | None = None) -> None:
+    """The files, `mode` each; with a pod's fsGroup `gid` owned by that group and group-readable,
+    as kubelet's volume ownership makes a read-only volume (mode | 0440)."""
     for rel, data in files.items():
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        path.chmod(mode)
+        if gid is not None:
+            os.chown(path, -1, gid)
+        path.chmod(mode | (0o440 if gid is not None else 0))

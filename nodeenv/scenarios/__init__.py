@@ -9,6 +9,7 @@ from nodeenv.scenarios import (
     kubeapi,
     node_failure,
     ovn_alive,
+    ovn_tls,
     plasmacloud,
     pod_security,
     podman,
@@ -20,6 +21,7 @@ from nodeenv.scenarios import (
 SCENARIOS = (
     ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, pod_security,
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
+    ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip

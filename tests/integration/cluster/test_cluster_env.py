@@ -34,12 +34,12 @@ def test_cluster_file_names_nodes_addresses_and_remotes(cluster: Cluster) -> Non
         ("node3", "10.250.0.13"),
     ]
     members = 3 if cluster.settings.ovn_central == "raft" else 1
-    for key in ("OVN_NB_DB", "OVN_SB_DB", "OVN_NB_DB_TCP", "OVN_SB_DB_TCP"):
+    for key in ("OVN_NB_DB", "OVN_SB_DB", "OVN_NB_DB_SSL", "OVN_SB_DB_SSL"):
         assert len(doc["central"][key].split(",")) == members, key
     for n in cluster.nodes:
         env = read_env_file(n.env_file)
         assert env["OVN_CHASSIS"] == n.name and env["K8SHOST_NETNS"] == n.netns
-        assert env["OVN_SB_DB"] == doc["central"]["OVN_SB_DB_TCP"], "a node reaches central over the underlay"
+        assert env["OVN_SB_DB"] == doc["central"]["OVN_SB_DB_SSL"], "a node reaches central over the underlay"
         assert "tcp:" not in doc["central"]["OVN_SB_DB"], "this namespace reaches central over unix sockets"
 
 
@@ -118,7 +118,7 @@ def test_a_node_that_cannot_reach_central_says_why(cluster: Cluster) -> None:
         assert said.startswith(
             f"node4 cannot join the cluster: no OVN southbound member answers from {extra.address}"
         )
-        for remote in read_env_file(cluster.env_file)["OVN_SB_DB_TCP"].split(","):
+        for remote in read_env_file(cluster.env_file)["OVN_SB_DB_SSL"].split(","):
             assert f"{remote}: " in said, "each remote tried is named with its error"
         assert not extra.node.run_dir.exists(), "a failed join stops what it started"
     finally:

@@ -18,6 +18,7 @@ import pytest
 from nodeenv.image.store import ImageStore
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.runner import Runner, RunnerSettings
+from nodeenv.ovn_pki import MANIFEST_IDENTITIES, OvnPki, manifest_pki, secret_args
 from nodeenv.plasmacloud_auth import DevPki
 from tests.conftest import require_root
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
@@ -51,6 +52,14 @@ def webhook_secrets(api: KubeApiHandle, pki: Path) -> dict[str, Any]:
     return files
 
 
+def ovn_secrets(api: KubeApiHandle, directory: Path, servers: list[str]) -> OvnPki:
+    """The OVN CA and Secrets ovn-tls-<component> README "Installing on k3s" has the admin create."""
+    pki = manifest_pki(directory, servers)
+    for identity in MANIFEST_IDENTITIES:
+        kubectl(api, "-n", NS, *secret_args(pki, identity))
+    return pki
+
+
 @pytest.fixture
 def applied(kube_api: KubeApiHandle, tmp_path: Path, plasmacloud_pki: DevPki) -> Path:
     require_root()
@@ -58,6 +67,7 @@ def applied(kube_api: KubeApiHandle, tmp_path: Path, plasmacloud_pki: DevPki) ->
     kubectl(kube_api, "apply", "-k", str(OVERLAY))
     pki = tmp_path / "pki"
     webhook_secrets(kube_api, pki)
+    ovn_secrets(kube_api, tmp_path / "ovn-pki", ["127.0.0.1"])
     pc = plasmacloud_pki
     kubectl(kube_api, "-n", NS, "create", "secret", "generic", "plasmacloud-credentials",
             f"--from-file=ca.crt={pc.ca}", f"--from-file=token={pc.token}")  # fmt: skip

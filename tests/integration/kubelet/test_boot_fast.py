@@ -46,9 +46,9 @@ def _review(pki: Path, token: str) -> dict[str, Any]:
 def test_host_network_workloads_ready_through_their_probes(kube_api, applied: Path, runner_factory) -> None:
     kubectl(kube_api, "-n", NS, "delete", "daemonset", "ovs-node", "prismnet-agent")
     # OVS's Python library resolves a host name only with the `unbound` module, which the image lacks:
-    # `tcp:prismnet-server:6641` (base/config.yaml) fails in fiberlb/netpol ("Could not retrieve
+    # `ssl:prismnet-server:6641` (base/config.yaml) fails in fiberlb/netpol ("Could not retrieve
     # schema"), so the endpoints are set to an address, as README install step 2 allows.
-    patch = {"data": {"OVN_NB_DB": "tcp:127.0.0.1:6641", "OVN_SB_DB": "tcp:127.0.0.1:6642"}}
+    patch = {"data": {"OVN_NB_DB": "ssl:127.0.0.1:6641", "OVN_SB_DB": "ssl:127.0.0.1:6642"}}
     kubectl(
         kube_api, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge", "-p", json.dumps(patch)
     )

@@ -30,11 +30,12 @@ from nodeenv.kubeapi.state import ApiConfig
 from nodeenv.kubelet.dns import ResolvConf
 from nodeenv.kubelet.runner import Runner
 from nodeenv.kubelet.sandbox import CniConfig
+from nodeenv.ovn_pki import OvnPki
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
 from tests.conftest import require_ovn
 from tests.integration.kubeapi.test_kubeapi_kubectl import apply_file, kubectl
 from tests.integration.kubeapi.test_kubeapi_overlay import OVERLAY, install_crds
-from tests.integration.kubelet.conftest import NS, start_runner, wait_for
+from tests.integration.kubelet.conftest import NS, ovn_secrets, start_runner, wait_for
 from tests.integration.kubelet.test_boot_fast import conditions
 from tests.kubeapi_fixture import KubeApiHandle
 
@@ -51,7 +52,7 @@ NETWORK = {
 containers."""
 SINGLE = ("fiberlb-controller", "netpol-controller")
 """Deployments of two host-network replicas: one node runs one (the second would stay Pending)."""
-NB, SB = "tcp:127.0.0.1:6641", "tcp:127.0.0.1:6642"
+NB, SB = "ssl:127.0.0.1:6641", "ssl:127.0.0.1:6642"
 CNI = CniConfig(Path("/etc/cni/net.d"), ("/opt/cni/bin", "/usr/lib/cni"), node_root=Path("/"))
 """containerd's defaults (conf_dir, bin_dir); the node root is set per boot."""
 ECHO = """
@@ -104,6 +105,8 @@ class Booted:
     runner: Runner
     root: Path
     """The node's root (hostPaths)."""
+    pki: Path
+    """The OVN PKI the Secrets were made from (a client of the node's NB/SB needs a certificate)."""
 
     def vsctl(self, *args: str) -> str:
         db = f"unix:{self.root / 'run/openvswitch/db.sock'}"
@@ -162,6 +165,7 @@ def network(kube_api: KubeApiHandle, tmp_path_factory: pytest.TempPathFactory) -
         drop = [n for n in names if n.split("/")[1] not in NETWORK]
         if drop:
             kubectl(kube_api, "-n", NS, "delete", *drop)
+    ovn_secrets(kube_api, tmp / "ovn-pki", ["127.0.0.1"])
     data = {"OVN_NB_DB": NB, "OVN_SB_DB": SB, "OVS_DATAPATH_TYPE": "netdev"}
     kubectl(kube_api, "-n", NS, "patch", "configmap", "k8shost-config", "--type=merge",
             "-p", json.dumps({"data": data}))  # fmt: skip
@@ -176,7 +180,7 @@ def network(kube_api: KubeApiHandle, tmp_path_factory: pytest.TempPathFactory) -
         wait_for(lambda: _ready(kube_api, dict.fromkeys(NETWORK, 1)), 90,
                  f"every container of {sorted(NETWORK)} Ready",
                  lambda: f"pods: {_ready.last}")  # type: ignore[attr-defined]  # fmt: skip
-        yield Booted(kube_api, runner, root / "host")
+        yield Booted(kube_api, runner, root / "host", tmp / "ovn-pki")
     finally:
         taps = _internal_ports(root / "host")
         halt()
@@ -203,7 +207,8 @@ def test_network_containers_ready_through_their_probes(network: Booted) -> None:
     # br-int on the userspace datapath, ovn-controller's chassis is the node
     assert network.vsctl("get", "Bridge", "br-int", "datapath_type") == "netdev"
     assert network.vsctl("get", "Open_vSwitch", ".", "external_ids:system-id").strip('"') == "node-1"
-    sb = subprocess.run(["ovn-sbctl", f"--db={SB}", "--bare", "--columns=name", "list", "Chassis"],
+    admin = OvnPki(network.pki).issue("ovn-sbctl-test").ctl_flags()
+    sb = subprocess.run(["ovn-sbctl", f"--db={SB}", *admin, "--bare", "--columns=name", "list", "Chassis"],
                         capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert sb == ["node-1"]
 

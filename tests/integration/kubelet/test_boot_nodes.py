@@ -137,7 +137,7 @@ def test_ovn_central_members_form_one_raft_cluster_per_database(booted: Booted) 
         leaders = [m for m in members if m["role"] == "leader"]
         assert len(leaders) == 1, members
         assert {m["leader"] for m in members} - {"self"} <= {leaders[0]["sid"]}, members
-        addresses = sorted(re.findall(r"at tcp:([\d.]+):", "\n".join(members[0]["servers"])))
+        addresses = sorted(re.findall(r"at ssl:([\d.]+):", "\n".join(members[0]["servers"])))  # RAFT over TLS
         assert addresses == sorted(NODES.values()), members[0]["servers"]
 
 

@@ -1,5 +1,7 @@
-"""A real standalone ovsdb-server (OVN_Northbound schema) per test, on loopback TCP and a unix socket,
-that a test can stop and start again on the same database file."""
+"""A real standalone ovsdb-server (OVN_Northbound schema) per test, on loopback TLS (`pssl:`, its
+certificate from a PKI made for the session, clients' certificates required) and a unix socket,
+that a test can stop and start again on the same database file. This process's OVN client
+identity is that PKI's `client` (ovnaccess.tls.use)."""
 
 from __future__ import annotations
 
@@ -16,20 +18,23 @@ from pathlib import Path
 import pytest
 
 from nodeenv.daemons import free_port
+from nodeenv.ovn_pki import OvnPki
 from nodeenv.ovn_stack import NB_SCHEMA
+from ovnaccess import tls
 from tests.conftest import require_ovn
 
 
 class OvsdbServer:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, pki: OvnPki, identity: str = "ovsdb-server") -> None:
         self.dir, self.port = workdir, free_port()
+        self.tls = pki.issue(identity, ["127.0.0.1"])
         self.db, self.sock = workdir / "nb.db", workdir / "nb.sock"
         self.proc: subprocess.Popen[bytes] | None = None
         subprocess.run(["ovsdb-tool", "create", str(self.db), str(NB_SCHEMA)], check=True)
 
     @property
-    def tcp(self) -> str:
-        return f"tcp:127.0.0.1:{self.port}"
+    def ssl(self) -> str:
+        return f"ssl:127.0.0.1:{self.port}"
 
     @property
     def unix(self) -> str:
@@ -37,7 +42,7 @@ class OvsdbServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["ovsdb-server", str(self.db), f"--remote=ptcp:{self.port}:127.0.0.1",
+            ["ovsdb-server", str(self.db), f"--remote=pssl:{self.port}:127.0.0.1", *self.tls.ctl_flags(),
              f"--remote=punix:{self.sock}", f"--unixctl={self.dir / 'nb.ctl'}",
              f"--log-file={self.dir / 'nb.log'}"],
             stderr=subprocess.DEVNULL,
@@ -49,7 +54,7 @@ class OvsdbServer:
                 return
             except OSError:
                 time.sleep(0.02)
-        raise RuntimeError(f"ovsdb-server did not listen on {self.tcp}; see {self.dir / 'nb.log'}")
+        raise RuntimeError(f"ovsdb-server did not listen on {self.ssl}; see {self.dir / 'nb.log'}")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -63,11 +68,21 @@ class OvsdbServer:
         return out.stdout
 
 
+@pytest.fixture(scope="session")
+def pki() -> Iterator[OvnPki]:
+    """The session's OVN PKI; this process connects as its `client`."""
+    workdir = Path(tempfile.mkdtemp(prefix="k8sh-pki-", dir="/tmp"))
+    out = OvnPki(workdir / "pki")
+    tls.use(out.issue("client"))
+    yield out
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture
-def nb_server() -> Iterator[OvsdbServer]:
+def nb_server(pki: OvnPki) -> Iterator[OvsdbServer]:
     require_ovn()
     workdir = Path(tempfile.mkdtemp(prefix="k8sh-nb-", dir="/tmp"))  # short: unix socket paths < 108 bytes
-    server = OvsdbServer(workdir)
+    server = OvsdbServer(workdir, pki)
     server.start()
     try:
         yield server

@@ -38,16 +38,16 @@ def retry_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def test_a_list_with_a_dead_member_reaches_the_live_one(nb_server: OvsdbServer) -> None:
-    with connected(f"unix:/nonexistent/nb.sock,tcp:127.0.0.1:1,{nb_server.tcp}") as db:
+    with connected(f"unix:/nonexistent/nb.sock,tcp:127.0.0.1:1,{nb_server.ssl}") as db:
         db.api.ls_add("ls-a").execute(check_error=True)
-        assert db.remote() == nb_server.tcp
+        assert db.remote() == nb_server.ssl
     assert switches(nb_server) == ["ls-a"]
 
 
 def test_a_host_name_as_the_manifests_give_it_connects(nb_server: OvsdbServer) -> None:
     """daemonsets/base/config.yaml names the central by host name (tcp:prismnet-server:6641);
     python-ovs alone cannot resolve one (no `unbound`): "Could not retrieve schema"."""
-    with connected(nb_server.tcp.replace("127.0.0.1", "localhost")) as db:
+    with connected(nb_server.ssl.replace("127.0.0.1", "localhost")) as db:
         db.api.ls_add("ls-by-name").execute(check_error=True)
     assert "ls-by-name" in switches(nb_server)
 
@@ -68,7 +68,7 @@ def test_a_malformed_list_is_refused_before_connecting() -> None:
 
 
 def test_two_connections_in_one_process_are_two(nb_server: OvsdbServer) -> None:
-    with connected(nb_server.tcp) as a, connected(nb_server.unix) as b:
+    with connected(nb_server.ssl) as a, connected(nb_server.unix) as b:
         assert a.api.ovsdb_connection is a.conn and b.api.ovsdb_connection is b.conn
         assert a.conn is not b.conn
         a.api.ls_add("from-a").execute(check_error=True)
@@ -81,7 +81,7 @@ def test_two_connections_in_one_process_are_two(nb_server: OvsdbServer) -> None:
 def test_a_write_during_a_short_outage_commits_once_and_says_so(
     nb_server: OvsdbServer, retry_log: pytest.LogCaptureFixture
 ) -> None:
-    with connected(nb_server.tcp) as db:
+    with connected(nb_server.ssl) as db:
         db.api.ls_add("before").execute(check_error=True)
         nb_server.stop()
         threading.Timer(1.0, nb_server.start).start()
@@ -89,7 +89,7 @@ def test_a_write_during_a_short_outage_commits_once_and_says_so(
         assert db.connected()
     assert switches(nb_server) == ["before", "during"]
     said = [r for r in retry_records(retry_log) if "connection changed" in r.getMessage()]
-    assert said and said[0].remote == nb_server.tcp  # type: ignore[attr-defined]
+    assert said and said[0].remote == nb_server.ssl  # type: ignore[attr-defined]
 
 
 def test_an_outage_longer_than_a_timeout_is_retried_with_backoff_losing_nothing(
@@ -104,7 +104,7 @@ def test_an_outage_longer_than_a_timeout_is_retried_with_backoff_losing_nothing(
         except BaseException as e:
             errors.append(e)
 
-    with connected(nb_server.tcp, timeout=1.0, retry=policy) as db:
+    with connected(nb_server.ssl, timeout=1.0, retry=policy) as db:
         nb_server.stop()
         restart = threading.Timer(3.0, nb_server.start)
         restart.start()
@@ -123,7 +123,7 @@ def test_an_outage_longer_than_a_timeout_is_retried_with_backoff_losing_nothing(
 
 
 def test_after_its_deadline_a_write_fails_and_leaves_nothing_behind(nb_server: OvsdbServer) -> None:
-    with connected(nb_server.tcp, timeout=1.0, retry=RetryPolicy(deadline=2.0, max_delay=0.5)) as db:
+    with connected(nb_server.ssl, timeout=1.0, retry=RetryPolicy(deadline=2.0, max_delay=0.5)) as db:
         nb_server.stop()
         started = time.monotonic()
         with pytest.raises(NotCommitted, match="not committed after"):
@@ -137,7 +137,7 @@ def test_after_its_deadline_a_write_fails_and_leaves_nothing_behind(nb_server: O
 def test_a_permanent_error_is_raised_at_once(
     nb_server: OvsdbServer, retry_log: pytest.LogCaptureFixture
 ) -> None:
-    with connected(nb_server.tcp) as db:
+    with connected(nb_server.ssl) as db:
         db.api.ls_add("taken").execute(check_error=True)
         started = time.monotonic()
         with pytest.raises(RuntimeError, match="exists"):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -76,3 +79,17 @@ def test_agent_help_names_every_flag_and_its_env_var() -> None:
         ("--metrics-address", "PRISMNET_METRICS_ADDRESS"),
     ):
         assert flag in out.stdout and var in out.stdout
+
+
+def test_the_agent_takes_its_ovn_certificate_and_refuses_a_key_others_can_read(tmp_path: Path) -> None:
+    files = {n: tmp_path / n for n in ("a.key", "a.crt", "ca.crt")}
+    for path in files.values():
+        path.write_text("x")
+    files["a.key"].chmod(0o644)
+    env = {"OVN_SSL_PRIVATE_KEY": str(files["a.key"]), "OVN_SSL_CERTIFICATE": str(files["a.crt"]),
+           "OVN_SSL_CA_CERT": str(files["ca.crt"])}  # fmt: skip
+    s = AgentSettings.from_argv(["--ovn-nb-db", "ssl:10.0.0.1:6641"], env)
+    assert s.ovn_tls is not None and s.ovn_tls.private_key == files["a.key"]
+    out = subprocess.run([sys.executable, "-m", "cni.daemon.main", "--ovn-nb-db", "ssl:10.0.0.1:6641"],
+                         capture_output=True, text=True, env={**os.environ, **env}, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "0644" in out.stderr + out.stdout, (out.stdout, out.stderr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from nodeenv.ovn_pki import MANIFEST_IDENTITIES, secret_name
 from tests.unit.daemonsets import programs
 from tests.unit.daemonsets.rendered import container_env, containers, ident, objects, pod_spec, workloads
 
@@ -16,6 +17,7 @@ ADMIN_CREATED = {
     ("Secret", "iam-webhook-tls"),
     ("Secret", "iam-webhook-client-ca"),
     ("ConfigMap", "iam-webhook-keys"),
+    *{("Secret", secret_name(i)) for i in MANIFEST_IDENTITIES},  # README "Installing on k3s"
     ("Secret", "plasmacloud-credentials"),  # PlasmaCloud's CA and IAM token (README "Install")
 }
 

@@ -49,6 +49,9 @@ def test_ovn_central_members_agree_on_ports_ordinals_and_probes() -> None:
         assert f"for i in {' '.join(str(i) for i in range(replicas))}; do" in script, (
             "peers: not every ordinal"
         )
-        assert '--remote="ptcp:$client:$POD_IP"' in script, "the client listener is not on the command line"
+        assert '--remote="pssl:$client:$POD_IP"' in script, "the client listener is not on the command line"
+        assert "ptcp:" not in script and "tcp:$" not in script, "clients and RAFT peers over TLS only"
+        for flag in ("--private-key=", "--certificate=", "--ca-cert="):
+            assert f"{flag}/etc/ovn/tls/" in script, flag
         probe = " ".join(c["readinessProbe"]["exec"]["command"])
         assert f"ovn{db}_db.ctl cluster/status {name}" in probe

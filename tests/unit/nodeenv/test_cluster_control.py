@@ -16,8 +16,8 @@ CONTROL = {
     "NODES_KUBECONFIG": "/run/control/kubeapi/k8shc-underlay.kubeconfig",
     "NODES_KUBE_API_URL": "https://10.250.0.1:6443",
 }
-CENTRAL = {"OVN_NB_DB": "unix:/run/central/ovs/nb.sock", "OVN_NB_DB_TCP": "tcp:10.250.0.1:6641",
-           "OVN_SB_DB_TCP": "tcp:10.250.0.1:6642"}  # fmt: skip
+CENTRAL = {"OVN_NB_DB": "unix:/run/central/ovs/nb.sock", "OVN_NB_DB_SSL": "ssl:10.250.0.1:6641",
+           "OVN_SB_DB_SSL": "ssl:10.250.0.1:6642"}  # fmt: skip
 
 
 def test_the_api_double_also_listens_on_the_central_address_in_the_underlay_and_keeps_an_audit_log() -> None:
