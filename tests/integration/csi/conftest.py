@@ -57,7 +57,8 @@ class Driver:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "csi.main", "--mode", "all", "--endpoint", self.endpoint]
-        argv += ["--node-id", self.node_id, "--state-dir", str(self.state_dir), *self.extra_args]
+        argv += ["--node-id", self.node_id, "--state-dir", str(self.state_dir)]
+        argv += ["--kubelet-dir", "/tmp", *self.extra_args]  # every test's roots (a later flag wins)
         log = (self.root / "driver.log").open("ab")
         self.proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
