@@ -20,7 +20,9 @@ def test_written_0600_without_a_chmod(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(Path, "chmod", _forbidden)
     path = write_secret(tmp_path / "k.key", b"secret")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_bytes() == b"secret"
-    kc = write_kubeconfig(tmp_path / "admin.kubeconfig", "https://127.0.0.1:1", tmp_path / "ca", "admin", "t0k")
+    kc = write_kubeconfig(
+        tmp_path / "admin.kubeconfig", "https://127.0.0.1:1", tmp_path / "ca", "admin", "t0k"
+    )
     assert stat.S_IMODE(kc.stat().st_mode) == 0o600
     _, key = write_pair(tmp_path, "ca", *issue_ca())
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
