@@ -25,7 +25,7 @@ DEV_WARNING = "DEVELOPMENT ONLY: never use these keys, certificates or tokens in
 class ServeSettings:
     host: str = "0.0.0.0"
     port: int = 8443
-    health_host: str = "0.0.0.0"
+    health_host: str = "127.0.0.1"
     health_port: int | None = 8081
     """Plain-HTTP /healthz, /readyz, /metrics for kubelet probes and Prometheus (None: off)."""
     port_file: Path | None = None
@@ -106,7 +106,7 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env:
     for flag, var, default, text in (
         ("--host", "IAM_WEBHOOK_HOST", "0.0.0.0", "HTTPS listen address"),
         ("--port", "IAM_WEBHOOK_PORT", "8443", "HTTPS port (0: pick a free one)"),
-        ("--health-host", "IAM_WEBHOOK_HEALTH_HOST", "0.0.0.0", "plain-HTTP health/metrics address"),
+        ("--health-host", "IAM_WEBHOOK_HEALTH_HOST", "127.0.0.1", "plain-HTTP health/metrics address"),
         ("--health-port", "IAM_WEBHOOK_HEALTH_PORT", "8081", "plain-HTTP health/metrics port ('off')"),
         ("--port-file", "IAM_WEBHOOK_PORT_FILE", None, "write the bound ports here as JSON"),
         ("--tls-cert", "IAM_WEBHOOK_TLS_CERT", None, "serving certificate (PEM)"),
