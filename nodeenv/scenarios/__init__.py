@@ -12,11 +12,12 @@ from nodeenv.scenarios import (
     podman,
     spec_times,
     tenancy,
+    tenant_data,
     webhook,
 )
 
 SCENARIOS = (
-    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, tenant_data,
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip
