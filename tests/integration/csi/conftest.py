@@ -6,6 +6,7 @@ detach everything under it (csi.cleanup.release_under) even when the test failed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import grpc
 import pytest
 
 from csi.cleanup import release_under
+from nodeenv.lightningstor import FakeVolumeService, serve
 from protos import csi_pb2, csi_pb2_grpc
 from tests.conftest import require_root
 from tests.integration.csi.sanity_resources import Resources, SanityContext
@@ -301,3 +303,24 @@ def teardown_all(driver: Driver, volume_id: str, staging: Path, target: Path) ->
         csi_pb2.ControllerUnpublishVolumeRequest(volume_id=volume_id, node_id=driver.node_id)
     )
     driver.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=volume_id))
+
+
+@contextlib.contextmanager
+def lightningstor_driver(*, own_kubelet_dir: bool = False) -> Iterator[tuple[Driver, FakeVolumeService]]:
+    """A driver with the `lightningstor` backend on an in-process VolumeService (real loop devices);
+    own_kubelet_dir: its --kubelet-dir is <root>/kubelet instead of /tmp."""
+    require_root()
+    root = make_root()
+    server, service, endpoint = serve(root / "ls", nodes=[NODE_ID])
+    argv = ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint]
+    if own_kubelet_dir:
+        (root / "kubelet").mkdir()
+        argv += ["--kubelet-dir", str(root / "kubelet")]
+    d = Driver(root, argv)
+    try:
+        d.start()
+        yield d, service
+    finally:
+        d.stop()
+        server.stop(None)
+        teardown_root(root)

@@ -21,6 +21,7 @@ from tests.integration.csi.conftest import (
     Driver,
     create_req,
     fs_bytes,
+    lightningstor_driver,
     loops_under,
     make_root,
     mount_cap,
@@ -36,17 +37,8 @@ pytestmark = pytest.mark.root
 
 @pytest.fixture
 def ls_driver() -> Iterator[tuple[Driver, FakeVolumeService]]:
-    require_root()
-    root = make_root()
-    server, service, endpoint = serve(root / "ls", nodes=[NODE_ID])
-    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint])
-    try:
-        d.start()
-        yield d, service
-    finally:
-        d.stop()
-        server.stop(None)
-        teardown_root(root)
+    with lightningstor_driver() as d:
+        yield d
 
 
 def test_lightningstor_backend_full_lifecycle(ls_driver: tuple[Driver, FakeVolumeService]) -> None:

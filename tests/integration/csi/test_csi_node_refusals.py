@@ -16,19 +16,17 @@ from pathlib import Path
 import grpc
 import pytest
 
-from nodeenv.lightningstor import FakeVolumeService, serve
+from nodeenv.lightningstor import FakeVolumeService
 from protos import csi_pb2
-from tests.conftest import require_root
 from tests.integration.csi.conftest import (
     MIB,
     NODE_ID,
     Driver,
     create_req,
-    make_root,
+    lightningstor_driver,
     mount_cap,
     mounts_under,
     status_of,
-    teardown_root,
 )
 
 pytestmark = pytest.mark.root
@@ -36,20 +34,8 @@ pytestmark = pytest.mark.root
 
 @pytest.fixture
 def ls_driver() -> Iterator[tuple[Driver, FakeVolumeService]]:
-    require_root()
-    root = make_root()
-    (root / "kubelet").mkdir()
-    server, service, endpoint = serve(root / "ls", nodes=[NODE_ID])
-    argv = ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint,
-            "--kubelet-dir", str(root / "kubelet")]  # fmt: skip
-    d = Driver(root, argv)
-    try:
-        d.start()
-        yield d, service
-    finally:
-        d.stop()
-        server.stop(None)
-        teardown_root(root)
+    with lightningstor_driver(own_kubelet_dir=True) as d:
+        yield d
 
 
 def _attach(driver: Driver, name: str) -> tuple[str, dict[str, str]]:

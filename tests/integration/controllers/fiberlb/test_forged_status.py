@@ -32,16 +32,6 @@ SHARE = {"fiberlb.plasmacloud.io/allow-shared-ip": "team-a"}
 
 
 @pytest.fixture
-def nb(ovn_node: Node) -> Iterator[OvnBackend]:
-    backend = OvnBackend.connect(ovn_node.endpoints["OVN_NB_DB"])
-    before = backend.services()
-    yield backend
-    for svc in backend.services() - before:
-        backend.delete(svc, "")
-    backend.close()
-
-
-@pytest.fixture
 def core(kube_api: Any) -> Iterator[client.CoreV1Api]:
     cfg = client.Configuration()
     config.load_kube_config(config_file=str(kube_api.kubeconfig), client_configuration=cfg)
