@@ -1,5 +1,6 @@
-"""Which mount flags a volume capability may carry (`volume_capability.mount.mount_flags`, from a
-PersistentVolume's mountOptions or a StorageClass's): an allow-list, since they reach mount(8).
+"""Which mount flags the Node service passes to mount(8) (`volume_capability.mount.mount_flags`, from a
+PersistentVolume's mountOptions or a StorageClass's): an allow-list, checked where they are used
+(NodeStageVolume, NodePublishVolume); the Controller service never mounts and does not check them.
 
 Allowed: the VFS flags that only restrict or tune (ro, noatime, nosuid, nodev, noexec, sync,
 discard, ...) and a few ext4/xfs options that change nothing outside the volume. Refused with
@@ -37,15 +38,16 @@ VALUED = {
 
 
 def check(flags: Iterable[str]) -> tuple[str, ...]:
-    """The flags unchanged, or InvalidArgument naming the first one refused."""
+    """The flags unchanged, or InvalidArgument giving the position of the first one refused (never
+    its text: the CSI spec warns mount flags may carry secrets)."""
     out = tuple(flags)
-    for flag in out:
+    for i, flag in enumerate(out, 1):
         key, eq, value = flag.partition("=")
         pattern = VALUED.get(key)
         ok = (flag in FLAGS) if not eq else (pattern is not None and pattern.fullmatch(value) is not None)
         if not ok:
             raise InvalidArgument(
-                f"mount flag {flag!r:.80} is not allowed (allowed: {', '.join(sorted(FLAGS))}, "
+                f"mount flag {i} of {len(out)} is not allowed (allowed: {', '.join(sorted(FLAGS))}, "
                 f"and {', '.join(f'{k}=' for k in VALUED)} with safe values)"
             )
     return out

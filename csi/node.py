@@ -12,7 +12,7 @@ import os
 
 import grpc
 
-from csi import mounts, wire
+from csi import mount_flags, mounts, wire
 from csi.backends.base import VolumeBackend
 from csi.errors import AlreadyExists, FailedPrecondition, NotFound
 from csi.locks import KeyedLocks
@@ -59,6 +59,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         wire.require_paths(staging_target_path=request.staging_target_path)
         wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
+        mount_flags.check(cap.mount_flags)  # they reach mount(8)
         staging = request.staging_target_path
         with self._locks.hold(request.volume_id):
             volume = self._backend.get_volume(request.volume_id)
@@ -103,6 +104,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         wire.require_paths(target_path=request.target_path)
         wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
+        mount_flags.check(cap.mount_flags)  # they reach mount(8)
         wire.require(staging_target_path=request.staging_target_path)
         wire.require_paths(staging_target_path=request.staging_target_path)
         readonly = request.readonly or cap.readonly

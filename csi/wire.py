@@ -12,7 +12,6 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from csi import mount_flags
 from csi.backends.base import GIB, MIB, AccessType, VolumeAccess
 from csi.errors import InvalidArgument, InvalidToken, OutOfRange
 from csi.mounts import DEFAULT_FS, SUPPORTED_FS
@@ -95,11 +94,10 @@ def capability(cap: csi_pb2.VolumeCapability, *, strict: bool = True) -> Capabil
     fs_type = cap.mount.fs_type if which == "mount" else ""
     if strict and fs_type and fs_type not in SUPPORTED_FS:
         raise InvalidArgument(f"fs_type {fs_type!r} is not supported (supported: {', '.join(SUPPORTED_FS)})")
-    flags = tuple(cap.mount.mount_flags) if which == "mount" else ()
     return Capability(
         access_type="mount" if which == "mount" else "block",
         fs_type=fs_type,
-        mount_flags=mount_flags.check(flags) if strict else flags,
+        mount_flags=tuple(cap.mount.mount_flags) if which == "mount" else (),
         mode=cap.access_mode.mode,
     )
 

@@ -102,7 +102,8 @@ def _forged_device(scn: Scenario) -> None:
         ctxs = []
         for name in ("sbx-td-mine", "sbx-td-theirs"):
             size = csi_pb2.CapacityRange(required_bytes=GIB)
-            req = csi_pb2.CreateVolumeRequest(name=name, capacity_range=size, volume_capabilities=[CAP])
+            req = csi_pb2.CreateVolumeRequest(name=name, capacity_range=size, volume_capabilities=[CAP],
+                                              parameters={"type": "ssd", "replication": "1"})  # fmt: skip
             vid = c.CreateVolume(req).volume.volume_id
             ids.append(vid)
             pub = csi_pb2.ControllerPublishVolumeRequest(
