@@ -3,6 +3,8 @@
   writes another tenant's external IP, then a platform address, into its Service's status;
   fiberlb-controller rewrites the status to its own allocation and OVN never answers the forged VIP
   for that Service. The same allow-shared-ip key in another namespace gets its own IP.
+- FlashDNS: from the DNS scenario's pod, a 4,096-byte EDNS query for a 150-address headless Service
+  gets at most the 1,232 bytes advertised with TC set and dig retries over TCP; ANY gets one record.
 - CSI: kubelet's Node calls naming another volume's device in publish_context (what a forged
   VolumeAttachment status carries; the lightningstor backend of a cluster), a `bind` mount flag, and
   a staging path outside kubelet's directory are refused with the CSI spec's codes; nothing is mounted.
@@ -11,6 +13,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +22,11 @@ from typing import Any
 import grpc
 
 from nodeenv.daemons import run_checked
-from nodeenv.scenario import Scenario
+from nodeenv.scenario import Place, Scenario
 from nodeenv.scenarios.csi import CAP, GIB, Csi
 from nodeenv.scenarios.fiberlb import HTTP, _address, _apply, _kubectl, _until
+from nodeenv.scenarios.flashdns import DOMAIN_KEY
+from nodeenv.scenarios.flashdns import POD as DNS_POD
 from protos import csi_pb2
 
 VICTIM_NS, FORGER_NS = "sbx-td-victim", "sbx-td-forger"
@@ -31,7 +37,53 @@ SHARE = {"fiberlb.plasmacloud.io/allow-shared-ip": "guessable"}
 
 def run(scn: Scenario) -> None:
     _forged_lb_ip(scn)
+    _no_amplification(scn)
     _forged_device(scn)
+
+
+def _no_amplification(scn: Scenario) -> None:
+    env, place = scn.env, scn.at(2)
+    ns, big = FORGER_NS, f"big.{FORGER_NS}.svc.{place.env[DOMAIN_KEY]}"
+    scn.defer(_deleter(env, "endpointslice", "big-1", "-n", ns))
+    scn.defer(_deleter(env, "service", "big", "-n", ns))
+    with scn.step("tenant data: a headless Service with 150 endpoints"):
+        spec = {"clusterIP": "None", "selector": {"app": "big"}, "ports": [HTTP]}
+        _apply(env, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "big", "namespace": ns},
+                     "spec": spec})  # fmt: skip
+        eps = [
+            {"addresses": [f"10.251.{i // 200}.{i % 200 + 1}"], "conditions": {"ready": True}}
+            for i in range(150)
+        ]
+        meta = {"name": "big-1", "namespace": ns, "labels": {"kubernetes.io/service-name": "big"}}
+        ports = [{"name": "http", "port": 8080, "protocol": "TCP"}]
+        _apply(env, {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+                     "metadata": meta, "endpoints": eps, "ports": ports})  # fmt: skip
+        _until(lambda: _a_records(_dig(place, "+tcp", big)) >= 150, bool, f"{big} has 150 A records")
+    with scn.step("tenant data: a 4,096-byte EDNS query gets <= 1,232 bytes + TC, dig retries over TCP",
+                  on=place.name):  # fmt: skip
+        udp = _dig(place, "+bufsize=4096", "+ignore", big)
+        size = int(udp.rsplit("MSG SIZE  rcvd: ", 1)[-1].split()[0]) if "MSG SIZE" in udp else -1
+        if not 0 < size <= 1232 or " tc" not in udp.split("flags:", 1)[-1].split(";", 1)[0]:
+            raise RuntimeError(f"UDP answer of {size} bytes, flags {udp.split('flags:', 1)[-1][:40]!r}")
+        retried = _dig(place, "+bufsize=4096", big)
+        if "retrying in TCP mode" not in retried or _a_records(retried) < 150:
+            raise RuntimeError("dig did not get the whole answer over TCP")
+    with scn.step("tenant data: ANY is answered minimally (RFC 8482)", on=place.name):
+        answers = [line for line in _dig(place, "+bufsize=4096", big, "ANY").splitlines()
+                   if line.startswith(big)]  # fmt: skip
+        if len(answers) != 1 or "HINFO" not in answers[0]:
+            raise RuntimeError(f"ANY answered {answers}")
+
+
+def _a_records(dig_output: str) -> int:
+    return len(re.findall(r"\sIN\s+A\s+10\.251\.", dig_output))
+
+
+def _dig(place: Place, *args: str) -> str:
+    """dig from the DNS scenario's pod to its node's FlashDNS listener."""
+    dns = f"@{place.env['CLUSTER_DNS_IP']}"
+    argv = ["ip", "netns", "exec", DNS_POD, "dig", dns, "+time=2", "+tries=1", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
 
 
 def _service(name: str, ns: str, port: int) -> dict[str, Any]:
