@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.kubeapi_fixture",  # the `kube_api` fixture: the Kubernetes API double
     "tests.cni_agent_fixture",  # the `agent` fixture: PrismNET's agent on the session's OVN node
     "tests.rbac_coverage",  # controllers' recorded requests checked against daemonsets/ RBAC
+    "tests.plasmacloud_fixture",  # `plasmacloud_pki`: the PlasmaCloud service doubles' TLS and IAM key
 ]
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
+
 ENV_PREFIX = "FLASHDNS_"
 BACKENDS = ("embedded", "flashdns")
 
@@ -50,10 +52,13 @@ class FlashDnsSettings:
     """One limited response in this many goes out as an empty TC reply (0: drop all, 1: truncate all)."""
     rrl_ipv4_prefix: int = 24
     rrl_ipv6_prefix: int = 56
+    plasmacloud: PlasmaCloudAuth | None = None
+    """backend flashdns: CA and IAM token file of its TLS + token calls (the --plasmacloud-* flags)."""
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> Self:
-        out = cls(**{f.name: getattr(ns, f.name) for f in fields(cls)})
+        auth = PlasmaCloudAuth.from_args(ns) if ns.backend == "flashdns" else None
+        out = cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if f.name in HELP}, plasmacloud=auth)
         out.validate()
         return out
 
@@ -98,7 +103,8 @@ HELP = {
 def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     """The machinery's `add_arguments` hook: our flags with FLASHDNS_* fallbacks."""
     d = FlashDnsSettings()
-    for f in fields(FlashDnsSettings):
+    add_flags(parser, env)
+    for f in (f for f in fields(FlashDnsSettings) if f.name in HELP):
         default: Any = getattr(d, f.name)
         var = ENV_PREFIX + f.name.upper()
         conv = type(default)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.state import ApiConfig
 
 
@@ -87,6 +88,13 @@ _FLAGS = (
     ),
     ("--audit-log-maxsize", "KUBEAPI_AUDIT_LOG_MAXSIZE", "100", "MB before the audit log rotates (0: never)"),
     ("--audit-log-maxbackup", "KUBEAPI_AUDIT_LOG_MAXBACKUP", "1", "rotated audit log files kept"),
+    (
+        "--admission-control-config-file",
+        "KUBEAPI_ADMISSION_CONTROL_CONFIG_FILE",
+        "",
+        "kube-apiserver's AdmissionConfiguration file: the PodSecurity plugin's defaults and exemptions "
+        "(empty: privileged by default, no exemptions)",
+    ),
     ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
 )
 
@@ -109,6 +117,15 @@ def _count(flag: str, value: str) -> int:
     return n
 
 
+def _pod_security(path: str) -> PodSecurityConfig:
+    if not path:
+        return PodSecurityConfig()
+    try:
+        return PodSecurityConfig.load(Path(path))
+    except OSError as e:
+        raise ValueError(f"--admission-control-config-file {path}: {e.strerror}") from e
+
+
 def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
     parser = build_parser(env)
     a = parser.parse_args(list(argv))
@@ -126,6 +143,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             audit_log_path=Path(a.audit_log_path) if a.audit_log_path else None,
             audit_log_maxsize=_count("--audit-log-maxsize", a.audit_log_maxsize),
             audit_log_maxbackup=_count("--audit-log-maxbackup", a.audit_log_maxbackup),
+            pod_security=_pod_security(a.admission_control_config_file),
         )
         return KubeApiSettings(
             dir=Path(a.dir),

@@ -24,6 +24,7 @@ import pytest
 
 from csi.cleanup import release_under
 from nodeenv.lightningstor import FakeVolumeService, serve
+from nodeenv.plasmacloud_auth import DevPki
 from protos import csi_pb2, csi_pb2_grpc
 from tests.conftest import require_root
 from tests.integration.csi.sanity_resources import Resources, SanityContext
@@ -306,13 +307,15 @@ def teardown_all(driver: Driver, volume_id: str, staging: Path, target: Path) ->
 
 
 @contextlib.contextmanager
-def lightningstor_driver(*, own_kubelet_dir: bool = False) -> Iterator[tuple[Driver, FakeVolumeService]]:
-    """A driver with the `lightningstor` backend on an in-process VolumeService (real loop devices);
-    own_kubelet_dir: its --kubelet-dir is <root>/kubelet instead of /tmp."""
+def lightningstor_driver(
+    pki: DevPki, *, own_kubelet_dir: bool = False
+) -> Iterator[tuple[Driver, FakeVolumeService]]:
+    """A driver with the `lightningstor` backend on an in-process VolumeService (real loop devices,
+    TLS + token with `pki`); own_kubelet_dir: its --kubelet-dir is <root>/kubelet instead of /tmp."""
     require_root()
     root = make_root()
-    server, service, endpoint = serve(root / "ls", nodes=[NODE_ID])
-    argv = ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint]
+    server, service, endpoint = serve(root / "ls", [NODE_ID], pki)
+    argv = ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint, *pki.client_flags()]
     if own_kubelet_dir:
         (root / "kubelet").mkdir()
         argv += ["--kubelet-dir", str(root / "kubelet")]

@@ -17,6 +17,7 @@ import grpc
 import pytest
 
 from nodeenv.lightningstor import FakeVolumeService
+from nodeenv.plasmacloud_auth import DevPki
 from protos import csi_pb2
 from tests.integration.csi.conftest import (
     MIB,
@@ -33,8 +34,8 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def ls_driver() -> Iterator[tuple[Driver, FakeVolumeService]]:
-    with lightningstor_driver(own_kubelet_dir=True) as d:
+def ls_driver(plasmacloud_pki: DevPki) -> Iterator[tuple[Driver, FakeVolumeService]]:
+    with lightningstor_driver(plasmacloud_pki, own_kubelet_dir=True) as d:
         yield d
 
 
