@@ -54,3 +54,15 @@ def test_the_temporary_name_is_created_exclusively(tmp_path: Path, monkeypatch: 
 
 def _forbidden(*_: object, **__: object) -> None:
     raise AssertionError("a secret must be created 0600, not chmod-ed after writing")
+
+
+def test_the_plasmacloud_dev_pki_writes_no_secret_through_a_symlink(tmp_path: Path) -> None:
+    from nodeenv.plasmacloud_auth import DevPki, ensure_dev_pki
+
+    out, victim = tmp_path / "pki", tmp_path / "victim"
+    out.mkdir()
+    victim.write_bytes(b"untouched")
+    DevPki(out).signing_key.symlink_to(victim)
+    pki = ensure_dev_pki(out)
+    assert victim.read_bytes() == b"untouched" and not pki.signing_key.is_symlink()
+    assert stat.S_IMODE(pki.signing_key.stat().st_mode) == stat.S_IMODE(pki.token.stat().st_mode) == 0o600
