@@ -75,7 +75,7 @@ class Bench:
         self.root = root
         endpoint = f"unix://{root / 'csi.sock'}"
         argv = [sys.executable, "-m", "csi.main", "--endpoint", endpoint, "--node-id", NODE]
-        argv += ["--state-dir", str(root / "state"), "--log-level", "warning"]
+        argv += ["--state-dir", str(root / "state"), "--kubelet-dir", str(root), "--log-level", "warning"]
         self.proc = subprocess.Popen(argv, cwd=REPO, stderr=(root / "driver.log").open("wb"))
         self.channel = grpc.insecure_channel(endpoint)
         self.identity = csi_pb2_grpc.IdentityStub(self.channel)

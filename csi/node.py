@@ -12,10 +12,11 @@ import os
 
 import grpc
 
-from csi import mounts, wire
+from csi import mount_flags, mounts, wire
 from csi.backends.base import VolumeBackend
 from csi.errors import AlreadyExists, FailedPrecondition, NotFound
 from csi.locks import KeyedLocks
+from csi.node_paths import KubeletPaths
 from csi.rpc import rpc
 from csi.settings import TOPOLOGY_KEY
 from protos import csi_pb2, csi_pb2_grpc
@@ -41,7 +42,9 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         node_id: str,
         max_volumes: int,
         default_fs: str = "ext4",
+        paths: KubeletPaths | None = None,
     ) -> None:
+        self._paths = paths or KubeletPaths.of(["/var/lib/kubelet"])
         self._default_fs = default_fs
         self._backend = backend
         self._locks = locks
@@ -56,9 +59,11 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         wire.require_paths(staging_target_path=request.staging_target_path)
         wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
+        mount_flags.check(cap.mount_flags)  # they reach mount(8)
         staging = request.staging_target_path
         with self._locks.hold(request.volume_id):
             volume = self._backend.get_volume(request.volume_id)
+            self._paths.confine("staging_target_path", staging)
             device = self._backend.node_device(volume.id, request.publish_context)
             if cap.access_type == "block":
                 return csi_pb2.NodeStageVolumeResponse()
@@ -99,6 +104,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         wire.require_paths(target_path=request.target_path)
         wire.require(volume_capability=request.HasField("volume_capability"))
         cap = wire.capability(request.volume_capability)
+        mount_flags.check(cap.mount_flags)  # they reach mount(8)
         wire.require(staging_target_path=request.staging_target_path)
         wire.require_paths(staging_target_path=request.staging_target_path)
         readonly = request.readonly or cap.readonly
@@ -108,12 +114,14 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             if cap.access_type == "block":
                 source = self._backend.node_device(volume.id, request.publish_context)
             else:
+                self._paths.confine("staging_target_path", request.staging_target_path)
                 staged = mounts.find_mount(request.staging_target_path)
                 if staged is None:
                     raise FailedPrecondition(
                         f"volume {volume.id} is not staged at {request.staging_target_path}"
                     )
                 source = request.staging_target_path
+            self._paths.confine("target_path", target)
             if self._already_published(target, cap.access_type, source, readonly):
                 return csi_pb2.NodePublishVolumeResponse()
             if cap.mode == wire.Mode.SINGLE_NODE_SINGLE_WRITER:

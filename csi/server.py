@@ -23,6 +23,7 @@ from csi.identity import IdentityServicer
 from csi.locks import KeyedLocks
 from csi.mounts import can_grow_ext4_online
 from csi.node import NodeServicer
+from csi.node_paths import KubeletPaths
 from csi.settings import CsiSettings
 from protos import csi_pb2_grpc
 
@@ -117,7 +118,8 @@ def build_server(
             services.append("csi.v1.GroupController")
     if settings.serves_node:
         max_volumes = settings.resolved_max_volumes(loopdev.node_capacity())
-        node = NodeServicer(backend, locks, settings.node_id, max_volumes, default_fs)
+        paths = KubeletPaths.of(settings.kubelet_dirs)
+        node = NodeServicer(backend, locks, settings.node_id, max_volumes, default_fs, paths)
         csi_pb2_grpc.add_NodeServicer_to_server(node, server)
         services.append("csi.v1.Node")
     health_servicer = health.HealthServicer()

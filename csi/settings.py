@@ -47,6 +47,8 @@ class CsiSettings:
     default_fs_type: str = "ext4"
     """fs_type for mount volumes whose capability names none: ext4, xfs, or auto (ext4 when this
     process may grow ext4 online, i.e. holds CAP_SYS_RESOURCE, else xfs)."""
+    kubelet_dirs: tuple[str, ...] = ("/var/lib/kubelet",)
+    """node: the only directories target and staging paths may lie in (kubelet's root dir)."""
     workers: int = 16
     log_level: str = "info"
 
@@ -90,6 +92,7 @@ class CsiSettings:
             qos_cgroup=args.qos_cgroup,
             capacity_bytes=args.capacity_bytes,
             default_fs_type=args.default_fs_type,
+            kubelet_dirs=tuple(d.strip() for d in args.kubelet_dir.split(",") if d.strip()),
             workers=args.workers,
             log_level=args.log_level,
         )
@@ -103,6 +106,8 @@ class CsiSettings:
         if self.backend == "lightningstor" and self.plasmacloud is None:
             raise ValueError("--backend lightningstor needs --plasmacloud-ca and --plasmacloud-token-file")
         max_volumes = self.max_volumes_per_node or 0
+        if not all(d.startswith("/") for d in self.kubelet_dirs) or not self.kubelet_dirs:
+            raise ValueError("--kubelet-dir must name absolute directories (comma-separated)")
         if max_volumes < 0 or self.capacity_bytes < 0 or self.workers < 1:
             raise ValueError("--max-volumes-per-node/--capacity-bytes must be >= 0, --workers >= 1")
 
@@ -142,6 +147,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         d.default_fs_type,
         "fs for volumes that name none",
         choices=["ext4", "xfs", "auto"],
+    )
+    flag(
+        "--kubelet-dir",
+        "CSI_KUBELET_ROOT",
+        ",".join(d.kubelet_dirs),
+        "kubelet's root dir(s), comma-separated: target/staging paths elsewhere are INVALID_ARGUMENT",
     )
     flag("--workers", "CSI_WORKERS", d.workers, "gRPC worker threads", type=int)
     flag("--log-level", "CSI_LOG_LEVEL", d.log_level, "debug|info|warning|error")

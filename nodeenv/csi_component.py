@@ -61,6 +61,8 @@ class CsiComponent:
             "--node-id", node.settings.system_id,
             *self._backend(),
             "--state-dir", str(cdir / "state"),
+            # kubelet's dir as the scenarios (CSI_KUBELET_DIR) and the node's kubelet runner see it
+            "--kubelet-dir", f"{cdir / 'kubelet'},{node.settings.install_root / 'var/lib/kubelet'}",
             "--metrics-address", f"127.0.0.1:{port}",
             # xfs where this machine cannot grow ext4 online (no CAP_SYS_RESOURCE), else ext4
             "--default-fs-type", "auto",

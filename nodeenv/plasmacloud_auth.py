@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 
 from common.plasmacloud_grpc import PlasmaCloudAuth
+from common.secretfile import write_secret
 from webhook.devcerts import issue_ca, issue_leaf, mint, new_key, private_pem, public_pem, write_pair
 from webhook.errors import TokenRejected
 from webhook.keys import FileKeys, KeySet
@@ -210,9 +211,7 @@ def ensure_dev_pki(out: Path, server_names: Sequence[str] = (), token_ttl: int =
 
 
 def _write_0600(path: Path, data: bytes) -> None:
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_bytes(data)
+    write_secret(path, data)  # 0600 from creation, O_EXCL|O_NOFOLLOW (common/secretfile.py)
 
 
 def server_credentials(cert: Path, key: Path) -> grpc.ServerCredentials:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from common.secretfile import write_secret
 from webhook.keys import thumbprint
 from webhook.settings import PATH, MintSettings, PkiSettings
 
@@ -134,9 +134,7 @@ def write_pair(out: Path, stem: str, cert: x509.Certificate, key: PrivateKey) ->
 
 
 def _write_secret(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    write_secret(path, data)  # 0600 from creation, O_EXCL|O_NOFOLLOW (common/secretfile.py)
 
 
 def kubeconfig(server: str, ca: Path, client_cert: Path, client_key: Path) -> str:

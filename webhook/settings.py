@@ -16,6 +16,8 @@ from webhook.mapping import MappingSettings
 from webhook.tokens import ALLOWED_ALGORITHMS, TokenPolicy
 
 PATH = "/apis/iam.plasmacloud.io/v1/authenticate"
+DEFAULT_CLIENT_CN = "k8s-apiserver"
+"""The CN of the API server's webhook client certificate (`iam-webhook gen-dev-pki`, the API double)."""
 DEV_WARNING = "DEVELOPMENT ONLY: never use these keys, certificates or tokens in production."
 
 
@@ -23,7 +25,7 @@ DEV_WARNING = "DEVELOPMENT ONLY: never use these keys, certificates or tokens in
 class ServeSettings:
     host: str = "0.0.0.0"
     port: int = 8443
-    health_host: str = "0.0.0.0"
+    health_host: str = "127.0.0.1"
     health_port: int | None = 8081
     """Plain-HTTP /healthz, /readyz, /metrics for kubelet probes and Prometheus (None: off)."""
     port_file: Path | None = None
@@ -31,7 +33,8 @@ class ServeSettings:
     tls_cert: Path
     tls_key: Path
     client_ca: Path
-    client_cn: str | None = None
+    client_cn: str = DEFAULT_CLIENT_CN
+    """Only the API server's client certificate (this CN) of the client CA is accepted."""
     token: TokenPolicy
     audiences: tuple[str, ...]
     key_files: tuple[Path, ...] = ()
@@ -50,6 +53,12 @@ class ServeSettings:
             raise ValueError("no key source: give --key-file, --hmac-secret-file or --jwks-url")
         if not self.audiences:
             raise ValueError("--audience is required")
+        if not self.client_cn:
+            raise ValueError("--client-cn must name the API server's client certificate CN")
+        if self.jwks_url and not self.jwks_url.lower().startswith("https://"):
+            raise ValueError(
+                f"--jwks-url must be an https:// URL (keys are trusted from it), not {self.jwks_url!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,7 +66,7 @@ class PkiSettings:
     out: Path
     server_names: tuple[str, ...] = ("localhost", "127.0.0.1")
     url: str | None = None
-    client_cn: str = "k8s-apiserver"
+    client_cn: str = DEFAULT_CLIENT_CN
     signing_alg: str = "ES256"
     days: int = 365
 
@@ -97,18 +106,18 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env:
     for flag, var, default, text in (
         ("--host", "IAM_WEBHOOK_HOST", "0.0.0.0", "HTTPS listen address"),
         ("--port", "IAM_WEBHOOK_PORT", "8443", "HTTPS port (0: pick a free one)"),
-        ("--health-host", "IAM_WEBHOOK_HEALTH_HOST", "0.0.0.0", "plain-HTTP health/metrics address"),
+        ("--health-host", "IAM_WEBHOOK_HEALTH_HOST", "127.0.0.1", "plain-HTTP health/metrics address"),
         ("--health-port", "IAM_WEBHOOK_HEALTH_PORT", "8081", "plain-HTTP health/metrics port ('off')"),
         ("--port-file", "IAM_WEBHOOK_PORT_FILE", None, "write the bound ports here as JSON"),
         ("--tls-cert", "IAM_WEBHOOK_TLS_CERT", None, "serving certificate (PEM)"),
         ("--tls-key", "IAM_WEBHOOK_TLS_KEY", None, "serving key (PEM)"),
         ("--client-ca", "IAM_WEBHOOK_CLIENT_CA", None, "CA that issued the apiserver's client cert"),
-        ("--client-cn", "IAM_WEBHOOK_CLIENT_CN", None, "accept only this client certificate CN"),
+        ("--client-cn", "IAM_WEBHOOK_CLIENT_CN", DEFAULT_CLIENT_CN, "accept only this client certificate CN"),
         ("--issuer", "IAM_ISSUER", None, "trusted token issuer(s), comma-separated"),
         ("--audience", "IAM_AUDIENCE", None, "accepted audience(s), comma-separated"),
         ("--key-file", "IAM_KEY_FILES", None, "PEM public keys / JWK set files, comma-separated"),
         ("--hmac-secret-file", "IAM_HMAC_SECRET_FILES", None, "HS256 shared secret files, comma-separated"),
-        ("--jwks-url", "IAM_JWKS_URL", None, "JWKS URL of the issuer"),
+        ("--jwks-url", "IAM_JWKS_URL", None, "JWKS URL of the issuer (https only)"),
         ("--jwks-ca", "IAM_JWKS_CA", None, "CA bundle to verify the JWKS URL"),
         ("--algorithms", "IAM_ALGORITHMS", ",".join(sorted(ALLOWED_ALGORITHMS)), "accepted JWT algorithms"),
         ("--leeway", "IAM_LEEWAY", "30", "clock skew allowed for exp/nbf/iat, seconds (<= 300)"),
@@ -139,7 +148,7 @@ def _pki_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], env: M
     _add(p, "--out", env, "IAM_WEBHOOK_PKI_DIR", None, "output directory")
     _add(p, "--server-name", env, "IAM_WEBHOOK_SERVER_NAMES", "localhost,127.0.0.1", "serving cert SANs")
     _add(p, "--url", env, "WEBHOOK_URL", None, "webhook URL for the kubeconfig (default from the 1st SAN)")
-    _add(p, "--client-cn", env, "IAM_WEBHOOK_CLIENT_CN", "k8s-apiserver", "apiserver client cert CN")
+    _add(p, "--client-cn", env, "IAM_WEBHOOK_CLIENT_CN", DEFAULT_CLIENT_CN, "apiserver client cert CN")
     _add(p, "--signing-alg", env, "IAM_DEV_SIGNING_ALG", "ES256", "dev signing key: RS256, ES256, EdDSA")
     _add(p, "--days", env, "IAM_WEBHOOK_PKI_DAYS", "365", "certificate lifetime in days")
 
@@ -228,7 +237,7 @@ def _serve(a: argparse.Namespace) -> ServeSettings:
         tls_cert=Path(_required(a, "tls_cert")),
         tls_key=Path(_required(a, "tls_key")),
         client_ca=Path(_required(a, "client_ca")),
-        client_cn=a.client_cn or None,
+        client_cn=a.client_cn,
         token=token,
         audiences=_csv(_required(a, "audience")),
         key_files=tuple(Path(p) for p in _csv(a.key_file)),

@@ -51,4 +51,8 @@ class Backend(Protocol):
     def services(self) -> set[str]:
         """Every Service (namespace/name) the backend holds objects for (garbage collection)."""
 
+    def allocations(self) -> dict[str, tuple[str, ...]]:
+        """Service (namespace/name) → the external IPs its load balancer answers on, read from the
+        backend's own objects: the platform's record of allocations (never a Service's status)."""
+
     def close(self) -> None: ...

@@ -45,6 +45,8 @@ class DesiredLB:
     namespace: str
     vips: tuple[str, ...]
     """Addresses the listeners answer on: external IPs and/or the ClusterIP."""
+    external_ips: tuple[str, ...] = ()
+    """The external IPs among `vips` (what the backend records as this Service's allocation)."""
     listeners: tuple[Listener, ...]
     options: LbOptions
 
@@ -54,7 +56,11 @@ class DesiredLB:
 
 
 def desired_lb(
-    svc: Service, slices: Iterable[EndpointSlice], vips: Iterable[str], options: LbOptions
+    svc: Service,
+    slices: Iterable[EndpointSlice],
+    vips: Iterable[str],
+    options: LbOptions,
+    external_ips: Iterable[str] = (),
 ) -> DesiredLB:
     """The load balancer for `svc` answering on `vips` (raises NoPorts for a Service without ports)."""
     if not svc.ports:
@@ -70,6 +76,7 @@ def desired_lb(
         uid=svc.uid,
         namespace=svc.namespace,
         vips=tuple(dict.fromkeys(v for v in vips if v)),
+        external_ips=tuple(v for v in external_ips if v),
         listeners=listeners,
         options=options,
     )

@@ -200,5 +200,13 @@ class GrpcBackend:
     def services(self) -> set[str]:
         return {lb.name for lb in self._list() if lb.description.startswith(DESCRIPTION)}
 
+    def allocations(self) -> dict[str, tuple[str, ...]]:
+        """FiberLB's own record: each of our load balancers' external_ip."""
+        return {
+            lb.name: (lb.external_ip,)
+            for lb in self._list()
+            if lb.description.startswith(DESCRIPTION) and lb.external_ip
+        }
+
     def close(self) -> None:
         self._channel.close()

@@ -1,12 +1,13 @@
 """External IP allocation from `--external-ip-pool` (CIDRs or ranges, several pools).
 
-The allocator holds no state of its own worth keeping: the Services' `status.loadBalancer.ingress`
-is the record. After a restart the controller calls `restore()` for every Service that has an
-IP *before* it allocates anything, so no IP ever moves (MetalLB's most reported bug). An IP held
-by a Service stays held even when an edited pool no longer contains it.
+The allocator holds no state of its own worth keeping: the backend's objects are the record (never
+a Service's status, which a tenant may write). At the start of each leadership term the controller
+calls `restore()` for every allocation the backend holds *before* it allocates anything, so no IP
+ever moves (MetalLB's most reported bug). An IP held by a Service stays held even when an edited
+pool no longer contains it.
 
-Two Services share an IP only when both carry the same sharing key and their (protocol, port)
-sets are disjoint.
+Two Services share an IP only when both carry the same sharing key (the controller scopes keys to
+the Service's namespace) and their (protocol, port) sets are disjoint.
 """
 
 from __future__ import annotations
@@ -103,8 +104,12 @@ class IpPool:
     def holders(self, ip: str) -> list[str]:
         return sorted(self._by_ip.get(int(ipaddress.IPv4Address(ip)), {}))
 
+    def clear(self) -> None:
+        self._by_ip.clear()
+        self._by_service.clear()
+
     def restore(self, service: str, ip: str, req: Request) -> bool:
-        """Record an allocation read from a Service's status (also outside the pools).
+        """Record an allocation read from the backend (also outside the pools).
         False when it conflicts with one restored before (that Service must get a new IP)."""
         n = int(ipaddress.IPv4Address(ip))
         if not self._compatible(n, service, req):
@@ -125,8 +130,10 @@ class IpPool:
                     f"requested IP {req.requested_ip} is not in any external IP pool"
                 )
             if not self._compatible(want, service, req):
-                others = ", ".join(h for h in self._by_ip.get(want, {}) if h != service)
-                raise RequestedIPUnavailable(f"requested IP {req.requested_ip} is in use by {others}")
+                ns = service.split("/", 1)[0] + "/"  # another namespace's Service is not named to a tenant
+                others = [h for h in self._by_ip.get(want, {}) if h != service]
+                mine = ", ".join(h for h in others if h.startswith(ns)) or "a Service of another namespace"
+                raise RequestedIPUnavailable(f"requested IP {req.requested_ip} is in use by {mine}")
             return self._take(service, want, req)
         for n in self._candidates(req):
             if self._compatible(n, service, req):

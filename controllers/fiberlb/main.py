@@ -61,11 +61,14 @@ async def setup(ctx: AppContext) -> None:
         for key in slice_service_key(obj):
             ctrl.queue.add_after(key, s.debounce)
 
-    def service_changed(obj: KubeObject) -> None:
-        rec.observe(obj)  # IPs in status are held before anything is allocated (restarts move none)
-        ctrl.enqueue_object(obj)
+    async def term() -> None:  # when this term ends, the next one rebuilds the pool from the backend
+        try:
+            await asyncio.Event().wait()
+        finally:
+            rec.new_term()
 
-    services.add_handler(service_changed, lambda old, new: service_changed(new), ctrl.enqueue_object)
+    ctx.run_while_leading(term)
+    services.add_handler(ctrl.enqueue_object, lambda old, new: ctrl.enqueue_object(new), ctrl.enqueue_object)
     slices.add_handler(endpoints_changed, lambda old, new: endpoints_changed(new), endpoints_changed)
     attach = getattr(backend, "attach", None)
     if attach is not None:

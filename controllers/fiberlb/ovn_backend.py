@@ -33,6 +33,9 @@ GROUP = "fiberlb"
 ROUTER = "k8s-cluster-router"
 SWITCH_PREFIX = "k8s-"
 K_OWNER, K_SERVICE, K_UID, K_PROTO = "fiberlb.owner", "fiberlb.service", "fiberlb.uid", "fiberlb.protocol"
+K_EXTERNAL = "fiberlb.external-ips"
+"""The Service's external IPs, space-separated: the controller's record of its allocation (a new
+leader restores the pool from it, never from the Service's status, which a tenant may write)."""
 OWNER = "fiberlb-controller"
 TABLES = dict.fromkeys(
     (
@@ -64,6 +67,11 @@ def _vips(desired: DesiredLB, listeners: Iterable[Listener]) -> dict[str, str]:
         for lst in listeners
         for vip in desired.vips
     }
+
+
+def _host(vip: str) -> str:
+    """ "192.0.2.1:80" → "192.0.2.1" (OVN's vips keys; IPv6 ones are bracketed)."""
+    return vip.rsplit(":", 1)[0].strip("[]")
 
 
 def _options(desired: DesiredLB) -> dict[str, str]:
@@ -136,6 +144,8 @@ class _Apply(Command):  # type: ignore[misc]
                 group.addvalue("load_balancer", row)
                 changes += 1
             ids = {K_OWNER: OWNER, K_SERVICE: d.service, K_UID: d.uid, K_PROTO: proto}
+            if d.external_ips:
+                ids[K_EXTERNAL] = " ".join(d.external_ips)
             changes += _set(row, "external_ids", ids)
             changes += _set(row, "vips", _vips(d, listeners))
             changes += _set(row, "options", _options(d))
@@ -282,6 +292,22 @@ class OvnBackend:
                 for r in api.tables["Load_Balancer"].rows.values()
                 if r.external_ids.get(K_OWNER) == OWNER and K_SERVICE in r.external_ids
             }
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def allocations(self) -> dict[str, tuple[str, ...]]:
+        """From our rows' external_ids (rows written before that key existed: every VIP address;
+        the reconciler keeps only pool addresses that are not the Service's ClusterIP)."""
+
+        def fn(api: Any) -> dict[str, tuple[str, ...]]:
+            out: dict[str, tuple[str, ...]] = {}
+            for r in api.tables["Load_Balancer"].rows.values():
+                ids = r.external_ids
+                if ids.get(K_OWNER) != OWNER or K_SERVICE not in ids:
+                    continue
+                ips = ids[K_EXTERNAL].split() if K_EXTERNAL in ids else [_host(v) for v in r.vips]
+                out[ids[K_SERVICE]] = tuple(dict.fromkeys([*out.get(ids[K_SERVICE], ()), *ips]))
+            return out
 
         return self._read(fn)  # type: ignore[no-any-return]
 

@@ -11,8 +11,11 @@ Deletion (deletionTimestamp, or the Service left our class): every backend objec
 and the IP freed, then the finalizer dropped. With the ovn backend every other Service with a
 ClusterIP is programmed too (ClusterIP:port -> endpoints).
 
-Restarts change no IP: before the first reconcile, and before any fresh allocation, every IP in
-our Services' status is restored into the pool.
+Restarts and leader changes move no IP, and no tenant chooses one: at the start of each term,
+before the first reconcile, the pool is rebuilt from the backend's own record of allocations (the
+OVN rows' external_ids, FiberLB's load balancers). A Service's `status.loadBalancer.ingress` is
+output only: a tenant able to patch services/status changes nothing the backend is programmed
+with, and the next reconcile rewrites it. Sharing keys are scoped to the Service's namespace.
 """
 
 from __future__ import annotations
@@ -78,37 +81,47 @@ class Reconciler:
 
     def _request(self, svc: Service, opts: LbOptions) -> Request:
         ports = frozenset((p.protocol, p.port) for p in svc.ports)
-        return Request(requested_ip=opts.requested_ip, sharing_key=opts.sharing_key, ports=ports)
+        key = f"{svc.namespace}/{opts.sharing_key}" if opts.sharing_key else ""  # never across namespaces
+        return Request(requested_ip=opts.requested_ip, sharing_key=key, ports=ports)
 
-    def observe(self, obj: KubeObject) -> None:
-        """Informer handler (every replica, every add/update): hold an IP this Service's status
-        carries that the pool does not know yet: written by an earlier run or another leader."""
-        svc = Service.from_dict(obj)
-        if not svc.ingress_ips or svc.deleting or self.pool.lookup(svc.key) or not self.ours(svc):
+    def new_term(self) -> None:
+        """This replica stopped leading: its next term's first reconcile rebuilds the pool from the
+        backend (another leader may allocate meanwhile)."""
+        self._started = False
+
+    def _restore(self, svc: Service, ips: tuple[str, ...]) -> None:
+        """Hold the IP the backend answers on for `svc` (rows written before the external-ips record
+        list every VIP: the ClusterIP is not an external IP)."""
+        ip = next((ip for ip in ips if ip and ip != svc.cluster_ip), "")
+        if not ip:
             return
         try:
             req = self._request(svc, LbOptions.from_service(svc))
         except ServiceConfigError:
             req = Request()
-        if not self.pool.restore(svc.key, svc.ingress_ips[0], req):
-            log.warning("%s claims %s, already held by another Service", svc.key, svc.ingress_ips[0])
+        if not self.pool.restore(svc.key, ip, req):
+            log.warning("%s: the backend has %s, already held by another Service", svc.key, ip)
 
-    def restore_all(self) -> None:
-        """Every IP our Services carry in status (sorted by key: deterministic on conflict)."""
-        for key in sorted(self.services):
+    async def restore_all(self) -> None:
+        """Every IP the backend holds for our Services (sorted by key: deterministic on conflict)."""
+        self.pool.clear()
+        held = await asyncio.to_thread(self.backend.allocations)
+        for key in sorted(held):
             obj = self.services.get_by_key(key)
-            if obj is not None:
-                self.observe(obj)
+            svc = Service.from_dict(obj) if obj is not None else None
+            if svc is not None and self.ours(svc):
+                self._restore(svc, held[key])
 
     async def _start(self) -> None:
-        """Once, before the first reconcile: restore every IP, then drop orphaned backend objects."""
+        """Once a term, before its first reconcile: restore every IP from the backend, then drop
+        orphaned backend objects."""
         if self._started:
             return
-        self.restore_all()
+        await self.restore_all()
         orphans = await asyncio.to_thread(self.backend.services) - set(self.services)
         for key in sorted(orphans):
             await asyncio.to_thread(self.backend.delete, key, "")
-        log.info("holding %d external IPs from Service status; removed %d orphaned load balancers",
+        log.info("holding %d external IPs from the backend; removed %d orphaned load balancers",
                  self.pool.in_use(), len(orphans))  # fmt: skip
         self._started = True
 
@@ -216,7 +229,7 @@ class Reconciler:
         if self.backend.programs_cluster_ips and self.settings.cluster_ips:
             vips.append(svc.cluster_ip)
         try:
-            applied = await self._apply(desired_lb(svc, self._slices(svc), vips, opts))
+            applied = await self._apply(desired_lb(svc, self._slices(svc), vips, opts, [ip]))
         except BackendError as e:
             await self._refuse(svc, obj, e, event=False)  # the machinery records it with the retry
             raise ReconcileError(e.reason, str(e), regarding=_ref(obj)) from e
@@ -224,6 +237,8 @@ class Reconciler:
             await self._refuse(svc, obj, e)
             return
         ip = applied.external_ip or ip
+        if self._backend_allocates and ip:
+            self.pool.restore(svc.key, ip, Request())  # FiberLB chose it: held for this term
         if applied.id:  # the spec keeps the FiberLB id on the Service
             patched = await self.writer.set_annotation(svc, LOAD_BALANCER_ID, applied.id)
             svc = Service.from_dict(patched) if patched is not None else svc
@@ -242,8 +257,9 @@ class Reconciler:
         return self.pool.size == 0 and self.backend.allocates_ips
 
     def _chosen_by_backend(self, svc: Service, opts: LbOptions) -> str:
-        """The IP to ask the backend for: the requested one, else the one the Service has ('' = any)."""
-        return opts.requested_ip or (svc.ingress_ips[0] if svc.ingress_ips else "")
+        """The IP to ask the backend for: the requested one, else the one the backend already gave
+        it ('' = keep its load balancer's, or any). Never the Service's status."""
+        return opts.requested_ip or self.pool.lookup(svc.key)
 
     def _allocate(self, svc: Service, opts: LbOptions) -> str:
         req = self._request(svc, opts)
@@ -259,4 +275,6 @@ class Reconciler:
         log.warning("%s: %s: %s", svc.key, e.reason, e)
         if self.events is not None and event:
             await self.events.record(_ref(obj), "Warning", e.reason, "Ensure", str(e))
-        await self.writer.set_status(svc, svc.ingress_ips, False, e.reason, str(e))
+        held = self.pool.lookup(svc.key)  # status keeps only what the platform holds, never a forged IP
+        ips = [held] if held and held in svc.ingress_ips else []
+        await self.writer.set_status(svc, ips, False, e.reason, str(e))

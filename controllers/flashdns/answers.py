@@ -9,8 +9,10 @@ query is not ours (forward it), or that the datagram is to be dropped:
 In the cluster domain: NXDOMAIN when the name does not exist (empty non-terminals exist),
 NODATA otherwise, both with the SOA in the authority section and its TTL the negative TTL.
 Answers keep the query's spelling of the name (0x20 case). Over UDP a reply larger than the
-client's EDNS0 size (512 without EDNS0) loses its additional section, then is truncated to the
-header and question with TC set; over TCP it is whole.
+client's EDNS0 size (512 without EDNS0), capped at the 1,232 bytes we advertise (a client claiming
+65,535 gets no bigger answer: no amplification), loses its additional section, then is truncated
+to the header and question with TC set; over TCP it is whole. ANY is answered minimally (RFC 8482):
+an existing name gets one synthesized HINFO "RFC8482" record, not its RRsets.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from dnslib import EDNS0, QTYPE, RR, DNSBuffer, DNSError, DNSHeader, DNSLabel, DNSQuestion, DNSRecord  # type: ignore[import-untyped]
+from dnslib import EDNS0, QTYPE, RD, RR, DNSBuffer, DNSError, DNSHeader, DNSLabel, DNSQuestion, DNSRecord  # type: ignore[import-untyped]
 
 from controllers.flashdns.zone import Node, Zone
 
@@ -33,6 +35,8 @@ MAX_CHAIN = 8
 ANY, CNAME_T, SOA_T, OPT = QTYPE.ANY, QTYPE.CNAME, QTYPE.SOA, 41
 ADDRESS_TYPES = (QTYPE.A, QTYPE.AAAA)
 CLASS_IN, CLASS_ANY = 1, 255
+MINIMAL_ANY = RD(b"\x07RFC8482\x00")
+"""RFC 8482 section 4.2: the answer to ANY, HINFO "RFC8482" "" (dnslib has no HINFO class: raw rdata)."""
 ZONE_TRANSFERS = (QTYPE.AXFR, QTYPE.IXFR)
 """Refused: the zone is rebuilt from the API on every replica, never transferred."""
 
@@ -80,13 +84,11 @@ class Answerer:
         # (a query with rcode 6 was answered YXDOMAIN with the address in it)
         reply.header.rcode = reply.header.tc = reply.header.z = reply.header.ad = 0
         reply.header.ra = int(self.recursion)
-        limit = 65535 if tcp else PLAIN_UDP
-        if opts:
-            limit = 65535 if tcp else max(PLAIN_UDP, opts[0].rclass)
-            if (opts[0].ttl >> 16) & 0xFF:
-                reply.header.aa = 0
-                reply.add_ar(EDNS0(udp_len=OUR_UDP, ext_rcode=BADVERS >> 4))
-                return Answer(reply.pack(), cacheable=True)
+        limit = udp_limit(opts, tcp)
+        if opts and (opts[0].ttl >> 16) & 0xFF:
+            reply.header.aa = 0
+            reply.add_ar(EDNS0(udp_len=OUR_UDP, ext_rcode=BADVERS >> 4))
+            return Answer(reply.pack(), cacheable=True)
         q = query.q
         name = str(q.qname).lower()
         if q.qtype == OPT:  # a pseudo-type is no question (RFC 6891)
@@ -125,7 +127,10 @@ class Answerer:
 
     def _add(self, reply: DNSRecord, owner: DNSLabel, node: Node, qtype: int, name: str) -> None:
         ttl, zone = self.zone.ttl, self.zone
-        types = list(node.rrsets) if qtype == ANY else [qtype if qtype in node.rrsets else CNAME_T]
+        if qtype == ANY:  # RFC 8482: one synthesized record, not every RRset (no amplification)
+            reply.add_answer(RR(owner, QTYPE.HINFO, rdata=MINIMAL_ANY, ttl=ttl))
+            return
+        types = [qtype if qtype in node.rrsets else CNAME_T]
         for t in types:
             for rd in node.rrsets.get(t, ()):
                 reply.add_answer(RR(owner, t, rdata=rd, ttl=ttl))
@@ -158,8 +163,27 @@ class Answerer:
             for rr in chased:
                 reply.add_answer(rr)
         opts = [rr for rr in DNSRecord.parse(query).ar if rr.rtype == OPT]
-        limit = 65535 if tcp else max(PLAIN_UDP, opts[0].rclass) if opts else PLAIN_UDP
-        return fit(reply, limit)
+        return fit(reply, udp_limit(opts, tcp))
+
+
+def udp_limit(opts: list[RR], tcp: bool) -> int:
+    """The largest reply: whole over TCP; over UDP the client's EDNS0 size (512 without EDNS0),
+    never more than the OUR_UDP we advertise."""
+    if tcp:
+        return 65535
+    return min(max(PLAIN_UDP, opts[0].rclass), OUR_UDP) if opts else PLAIN_UDP
+
+
+def capped(reply: bytes, query: bytes) -> bytes:
+    """A forwarded UDP reply within the same limit (truncated with TC when the upstream sent more)."""
+    if len(reply) <= PLAIN_UDP:
+        return reply
+    try:
+        opts = [rr for rr in DNSRecord.parse(query).ar if rr.rtype == OPT]
+        limit = udp_limit(opts, tcp=False)
+        return reply if len(reply) <= limit else fit(DNSRecord.parse(reply), limit)
+    except (DNSError, ValueError, UnicodeError, IndexError):
+        return header_error(query, SERVFAIL)
 
 
 def fit(reply: DNSRecord, limit: int) -> bytes:

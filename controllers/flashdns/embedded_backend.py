@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from controllers.flashdns.forwarder import Forwarder, Upstream, upstreams_from_resolv_conf
+from controllers.flashdns.ratelimit import ResponseRateLimit
 from controllers.flashdns.records import RecordSet
 from controllers.flashdns.server import DnsServer, split_host_port
 from controllers.flashdns.settings import FlashDnsSettings
@@ -36,7 +37,10 @@ class EmbeddedBackend:
         self.zone = Zone(s.cluster_domain, ttl=s.dns_ttl, negative_ttl=s.negative_ttl)
         self.zone.replace(ZONE_OWNER, apex_records(self.zone, s.cluster_dns_ip))
         ups = upstreams(s)
-        self.server = DnsServer(self.zone, Forwarder(ups, timeout=s.forward_timeout) if ups else None)
+        rrl = ResponseRateLimit(rate=s.rrl_responses_per_second, slip=s.rrl_slip,
+                                ipv4_prefix=s.rrl_ipv4_prefix, ipv6_prefix=s.rrl_ipv6_prefix)  # fmt: skip
+        forwarder = Forwarder(ups, timeout=s.forward_timeout) if ups else None
+        self.server = DnsServer(self.zone, forwarder, rrl=rrl)
         log.info("upstream resolvers: %s", ", ".join(f"{u.host}:{u.port}" for u in ups) or "none")
 
     def bind(self) -> None:

@@ -140,6 +140,12 @@ class DnsCollector(Collector):
         yield CounterMetricFamily(
             "flashdns_dns_forward_failures", "Forwards that failed", st.forward_failures
         )
+        rrl = self.backend.server.rrl
+        limited = CounterMetricFamily("flashdns_dns_rate_limited", "UDP responses held back by the "
+                                      "response rate limit", labels=["action"])  # fmt: skip
+        limited.add_metric(["slip"], rrl.slipped)
+        limited.add_metric(["drop"], rrl.limited - rrl.slipped)
+        yield limited
         yield GaugeMetricFamily("flashdns_zone_names", "Names in the zone", len(self.backend.zone))
 
 

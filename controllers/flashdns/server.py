@@ -8,6 +8,8 @@ captures the cache before it reads the zone, so an answer computed from old data
 in the dropped cache). Cache misses are answered in the thread through `Answerer`; queries for
 other names (and CNAMEs leaving the zone) are handed to the event loop, which forwards them.
 TCP (RFC 7766: length-prefixed, several queries per connection, idle timeout) runs on asyncio.
+UDP answers (cached, computed or forwarded) pass the response rate limit (ratelimit.py) when one is
+configured; forwarded UDP replies are capped at the size we advertise, as our own are.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from dataclasses import dataclass
 
 from dnslib import DNSRecord  # type: ignore[import-untyped]
 
-from controllers.flashdns.answers import REFUSED, SERVFAIL, Answer, Answerer, header_error
+from controllers.flashdns.answers import REFUSED, SERVFAIL, Answer, Answerer, capped, header_error
 from controllers.flashdns.forwarder import Forwarder
+from controllers.flashdns.ratelimit import ResponseRateLimit, Verdict, truncated
 from controllers.flashdns.zone import Zone
 
 log = logging.getLogger(__name__)
@@ -60,8 +63,10 @@ class DnsServer:
         *,
         cache_size: int = 50_000,
         max_forwards: int = MAX_FORWARDS,
+        rrl: ResponseRateLimit | None = None,
     ) -> None:
         self.zone, self.forwarder = zone, forwarder
+        self.rrl = rrl if rrl is not None else ResponseRateLimit()
         self.answerer = Answerer(zone, recursion=bool(forwarder and forwarder.upstreams))
         self.stats = ServerStats()
         self.port = 0
@@ -146,14 +151,19 @@ class DnsServer:
     def _udp_loop(self) -> None:
         assert self._udp is not None
         recv, send, stats = self._udp.recvfrom, self._udp.sendto, self.stats
+        limit = self.rrl.check if self.rrl.enabled else None
         while not self._stopping:
             try:
                 data, addr = recv(65535)
                 stats.udp_queries += 1
                 cached = self._cache.get(data[2:])
-                if cached is not None:  # the hot path: no context managers, no calls but the two syscalls
+                if cached is not None:  # the hot path: no context managers, no calls but the syscalls
                     stats.cache_hits += 1
-                    send(data[:2] + cached, addr)
+                    verdict = Verdict.SEND if limit is None else limit(addr[0])
+                    if verdict is Verdict.SEND:
+                        send(data[:2] + cached, addr)
+                    elif verdict is Verdict.SLIP:
+                        send(truncated(data[:2] + cached), addr)
                 else:
                     self._udp_miss(data, addr)
             except OSError:
@@ -178,9 +188,16 @@ class DnsServer:
             if len(cache) >= self._cache_size:
                 cache.clear()
             cache[data[2:]] = ans.wire[2:]
+        self._udp_send(ans.wire, addr)
+
+    def _udp_send(self, wire: bytes, addr: tuple[str, int]) -> None:
+        """One UDP reply through the response rate limit (slipped: an empty TC reply; or dropped)."""
+        verdict = self.rrl.check(addr[0]) if self.rrl.enabled else Verdict.SEND
+        if verdict is Verdict.DROP:
+            return
         assert self._udp is not None
         with contextlib.suppress(OSError):
-            self._udp.sendto(ans.wire, addr)
+            self._udp.sendto(wire if verdict is Verdict.SEND else truncated(wire), addr)
 
     def _spawn_udp(self, data: bytes, addr: tuple[str, int], ans: Answer) -> None:
         if len(self._tasks) >= self._max_forwards and self._udp is not None:  # a flood of foreign names
@@ -190,10 +207,9 @@ class DnsServer:
             return
 
         async def reply() -> None:
-            wire = await self._resolve(data, ans, tcp=False)
+            wire = capped(await self._resolve(data, ans, tcp=False), data)
             if self._udp is not None:
-                with contextlib.suppress(OSError):
-                    self._udp.sendto(wire, addr)
+                self._udp_send(wire, addr)
 
         task = asyncio.get_running_loop().create_task(reply())
         self._tasks.add(task)

@@ -45,6 +45,13 @@ class FlashDnsSettings:
     """Seconds EndpointSlice churn is gathered before a Service's records are rebuilt."""
     resync_interval: float = 60.0
     """Seconds between full resyncs from ListRecords (backend flashdns): repairs drift."""
+    rrl_responses_per_second: float = 1000.0
+    """UDP responses per second to one client network (response rate limiting; 0 = off). A whole
+    namespace's pods share a /24, hence a high default: it bounds a spoofed flood, not clients."""
+    rrl_slip: int = 2
+    """One limited response in this many goes out as an empty TC reply (0: drop all, 1: truncate all)."""
+    rrl_ipv4_prefix: int = 24
+    rrl_ipv6_prefix: int = 56
     plasmacloud: PlasmaCloudAuth | None = None
     """backend flashdns: CA and IAM token file of its TLS + token calls (the --plasmacloud-* flags)."""
 
@@ -62,6 +69,10 @@ class FlashDnsSettings:
             raise ValueError("--cluster-domain must not be empty")
         if self.dns_ttl < 0 or self.negative_ttl < 0 or self.debounce < 0 or self.resync_interval <= 0:
             raise ValueError("TTLs and intervals must not be negative")
+        if self.rrl_responses_per_second < 0 or self.rrl_slip < 0:
+            raise ValueError("--rrl-responses-per-second and --rrl-slip must not be negative")
+        if not 8 <= self.rrl_ipv4_prefix <= 32 or not 16 <= self.rrl_ipv6_prefix <= 128:
+            raise ValueError("--rrl-ipv4-prefix must be 8-32, --rrl-ipv6-prefix 16-128")
 
     @property
     def resolv_conf_path(self) -> Path:
@@ -82,6 +93,10 @@ HELP = {
     "forward_timeout": "seconds per upstream attempt",
     "debounce": "seconds EndpointSlice churn is gathered per Service",
     "resync_interval": "seconds between full ListRecords resyncs (backend flashdns)",
+    "rrl_responses_per_second": "UDP responses per second per client network (0 = no rate limit)",
+    "rrl_slip": "every Nth rate-limited response is sent truncated (TC), the rest dropped (0 = drop all)",
+    "rrl_ipv4_prefix": "IPv4 prefix length of a rate-limited client network",
+    "rrl_ipv6_prefix": "IPv6 prefix length of a rate-limited client network",
 }
 
 

@@ -53,7 +53,7 @@ def parse_bool(value: str | bool) -> bool:
 
 
 def parse_address(value: str) -> tuple[str, int | None]:
-    """ "host:port" (":8080" = all interfaces) or "off"."""
+    """ "host:port" (":8080" = all interfaces; the default is loopback) or "off"."""
     if value.strip().lower() in ("off", "none", ""):
         return "", None
     host, sep, port = value.rpartition(":")
@@ -92,8 +92,8 @@ def build_parser(
     add(
         "--metrics-address",
         f"{prefix}METRICS_ADDRESS",
-        ":8080",
-        "host:port of /metrics, /healthz, /readyz, or off",
+        "127.0.0.1:8080",
+        "host:port of /metrics, /healthz, /readyz, or off (a host-network pod: give the node's address)",
     )
     add("--workers", f"{prefix}WORKERS", "2", "concurrent reconciles per controller")
     add("--log-level", f"{prefix}LOG_LEVEL", "info", "debug, info, warning or error")

@@ -18,8 +18,8 @@ from typing import TypeVar
 import grpc
 
 from common.plasmacloud_grpc import PlasmaCloudAuth, secure_channel
-from csi import mounts
 from csi.backends.base import Capacity, GroupSnapshot, Snapshot, Volume, VolumeSpec
+from csi.backends.device_identity import volume_device
 from csi.errors import (
     AlreadyExists,
     BackendUnauthenticated,
@@ -221,16 +221,8 @@ class LightningStorBackend:
             self._call(self._stub.DetachVolume, ls.DetachVolumeRequest(volume_id=volume_id, node_id=node_id))
 
     def node_device(self, volume_id: str, publish_context: Mapping[str, str]) -> str:
-        device = publish_context.get("device_path", "")
-        if not device:
-            raise FailedPrecondition(
-                f"volume {volume_id} is not attached: publish_context has no device_path"
-            )
-        if not mounts.is_block_device(device):
-            raise FailedPrecondition(
-                f"device {device} of volume {volume_id} is not a block device on this node"
-            )
-        return device
+        """The volume's own device (device_identity.py): device_path is only a hint."""
+        return volume_device(volume_id, publish_context.get("device_path", ""))
 
     def node_release(self, volume_id: str) -> None:
         """Nothing: the attachment belongs to ControllerUnpublishVolume (DetachVolume)."""

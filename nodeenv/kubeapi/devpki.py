@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.secretfile import write_secret
 from webhook.devcerts import issue_ca, issue_leaf, write_pair
 
 
@@ -58,6 +59,4 @@ def token_kubeconfig(server: str, ca: Path, username: str, token: str, namespace
 
 def write_kubeconfig(path: Path, server: str, ca: Path, username: str, token: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(token_kubeconfig(server, ca, username, token))
-    path.chmod(0o600)
-    return path
+    return write_secret(path, token_kubeconfig(server, ca, username, token).encode())  # 0600 from creation

@@ -15,11 +15,13 @@ from nodeenv.scenarios import (
     podman,
     spec_times,
     tenancy,
+    tenant_data,
     webhook,
 )
 
 SCENARIOS = (
-    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, pod_security,
+    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, tenant_data,
+    pod_security,
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node

@@ -6,6 +6,7 @@ detach everything under it (csi.cleanup.release_under) even when the test failed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ import grpc
 import pytest
 
 from csi.cleanup import release_under
+from nodeenv.lightningstor import FakeVolumeService, serve
+from nodeenv.plasmacloud_auth import DevPki
 from protos import csi_pb2, csi_pb2_grpc
 from tests.conftest import require_root
 from tests.integration.csi.sanity_resources import Resources, SanityContext
@@ -57,7 +60,8 @@ class Driver:
 
     def start(self) -> None:
         argv = [sys.executable, "-m", "csi.main", "--mode", "all", "--endpoint", self.endpoint]
-        argv += ["--node-id", self.node_id, "--state-dir", str(self.state_dir), *self.extra_args]
+        argv += ["--node-id", self.node_id, "--state-dir", str(self.state_dir)]
+        argv += ["--kubelet-dir", "/tmp", *self.extra_args]  # every test's roots (a later flag wins)
         log = (self.root / "driver.log").open("ab")
         self.proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
@@ -300,3 +304,26 @@ def teardown_all(driver: Driver, volume_id: str, staging: Path, target: Path) ->
         csi_pb2.ControllerUnpublishVolumeRequest(volume_id=volume_id, node_id=driver.node_id)
     )
     driver.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=volume_id))
+
+
+@contextlib.contextmanager
+def lightningstor_driver(
+    pki: DevPki, *, own_kubelet_dir: bool = False
+) -> Iterator[tuple[Driver, FakeVolumeService]]:
+    """A driver with the `lightningstor` backend on an in-process VolumeService (real loop devices,
+    TLS + token with `pki`); own_kubelet_dir: its --kubelet-dir is <root>/kubelet instead of /tmp."""
+    require_root()
+    root = make_root()
+    server, service, endpoint = serve(root / "ls", [NODE_ID], pki)
+    argv = ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint, *pki.client_flags()]
+    if own_kubelet_dir:
+        (root / "kubelet").mkdir()
+        argv += ["--kubelet-dir", str(root / "kubelet")]
+    d = Driver(root, argv)
+    try:
+        d.start()
+        yield d, service
+    finally:
+        d.stop()
+        server.stop(None)
+        teardown_root(root)

@@ -22,6 +22,7 @@ from tests.integration.csi.conftest import (
     Driver,
     create_req,
     fs_bytes,
+    lightningstor_driver,
     loops_under,
     make_root,
     mount_cap,
@@ -37,18 +38,8 @@ pytestmark = pytest.mark.root
 
 @pytest.fixture
 def ls_driver(plasmacloud_pki: DevPki) -> Iterator[tuple[Driver, FakeVolumeService]]:
-    require_root()
-    root = make_root()
-    server, service, endpoint = serve(root / "ls", [NODE_ID], plasmacloud_pki)
-    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint,
-                      *plasmacloud_pki.client_flags()])  # fmt: skip
-    try:
-        d.start()
-        yield d, service
-    finally:
-        d.stop()
-        server.stop(None)
-        teardown_root(root)
+    with lightningstor_driver(plasmacloud_pki) as d:
+        yield d
 
 
 def test_lightningstor_backend_full_lifecycle(ls_driver: tuple[Driver, FakeVolumeService]) -> None:

@@ -1,4 +1,4 @@
-"""The apiserver's client certificate: required, verified against our CA, optionally CN-pinned;
+"""The apiserver's client certificate: required, verified against our CA, CN-pinned by default;
 certificate and key files reloaded without a restart."""
 
 from __future__ import annotations
@@ -9,10 +9,18 @@ import json
 import ssl
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from tests.integration.webhook.conftest import Pki, client_context, harness, tls_exchange, wait_until
+from tests.integration.webhook.conftest import (
+    Pki,
+    client_context,
+    harness,
+    settings,
+    tls_exchange,
+    wait_until,
+)
 from tests.unit.webhook.webhook_kit import claims, sign, signing_key
 from webhook.devcerts import issue_ca, issue_leaf, write_pair
 from webhook.settings import PATH
@@ -47,9 +55,12 @@ async def test_client_certificate_is_required_and_verified(pki: Pki) -> None:
         assert await h.metric("iam_webhook_review_duration_seconds_count") == 1
 
 
-async def test_pinned_client_cn(pki: Pki) -> None:
+async def test_the_client_cn_is_pinned_by_default(pki: Pki) -> None:
     token = sign(claims(), signing_key("ES256"))
-    async with harness(pki, client_cn="k8s-apiserver") as h:
+    assert settings(pki).client_cn == "k8s-apiserver"
+    with pytest.raises(ValueError, match="--client-cn"):
+        settings(pki, client_cn="")
+    async with harness(pki) as h:  # no client_cn given: the default pin
         port = h.server.https_port
         ok = await tls_exchange(port, client_context(pki, pki.client), request(token))
         assert isinstance(ok, bytes) and ok.startswith(b"HTTP/1.1 200 ")

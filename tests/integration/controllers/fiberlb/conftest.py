@@ -89,3 +89,14 @@ def ovn_backend(lb_agent: Agent) -> Iterator[OvnBackend]:
     for service in backend.services() - before:
         backend.delete(service, "")
     backend.close()
+
+
+@pytest.fixture
+def nb(ovn_node: Node) -> Iterator[OvnBackend]:
+    """The OVN NB as the ovn backend sees it; load balancers a test leaves are removed."""
+    backend = OvnBackend.connect(ovn_node.endpoints["OVN_NB_DB"])
+    before = backend.services()
+    yield backend
+    for svc in backend.services() - before:
+        backend.delete(svc, "")
+    backend.close()

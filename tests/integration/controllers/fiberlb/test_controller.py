@@ -270,13 +270,24 @@ async def test_without_a_pool_fiberlb_allocates_and_the_ip_stays(
         assert ip.startswith("203.0.113.")  # FiberLB's own pool (CreateLoadBalancer without external_ip)
     finally:
         await ctrl.stop()
-    fiberlb.fake.lbs.clear()  # FiberLB lost it meanwhile: recreated on the same IP, not a new one
+    forged = {"status": {"loadBalancer": {"ingress": [{"ip": "198.51.100.7"}]}}}
+    await admin.client.patch(SERVICES, "default", "web", forged, subresource="status")
+    ctrl = await RunningController(kube_api, argv).start()
+    try:  # FiberLB's record is the truth: the same IP, the forged status rewritten, nothing recreated
+        got = await until(lambda: admin.get("web"), lambda s: ingress(s) == [ip])
+        assert ingress(got) == [ip] and [lb.external_ip for lb in await _lbs(fiberlb)] == [ip]
+    finally:
+        await ctrl.stop()
+    fiberlb.fake.lbs.clear()  # FiberLB lost it: the status alone is no record, FiberLB allocates anew
     fiberlb.fake.listeners.clear()
     fiberlb.fake.pools.clear()
+    await admin.client.patch(SERVICES, "default", "web", forged, subresource="status")
     ctrl = await RunningController(kube_api, argv).start()
     try:
         lbs = await until(lambda: _lbs(fiberlb), bool)
-        assert [lb.external_ip for lb in lbs] == [ip] and ingress(await admin.get("web")) == [ip]
+        new = lbs[0].external_ip
+        assert len(lbs) == 1 and new.startswith("203.0.113.")
+        assert ingress(await until(lambda: admin.get("web"), lambda s: ingress(s) == [new])) == [new]
     finally:
         await ctrl.stop()
 

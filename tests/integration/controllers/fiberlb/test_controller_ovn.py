@@ -3,7 +3,6 @@ shared IPs, ClusterIP Services, cleanup (traffic through these rows: test_ovn_tr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,16 +20,6 @@ from tests.integration.controllers.fiberlb.controller_harness import (
 
 pytestmark = [pytest.mark.root, pytest.mark.ovn]
 P = "fiberlb.plasmacloud.io/"
-
-
-@pytest.fixture
-def nb(ovn_node: Node) -> Iterator[OvnBackend]:
-    backend = OvnBackend.connect(ovn_node.endpoints["OVN_NB_DB"])
-    before = backend.services()
-    yield backend
-    for svc in backend.services() - before:
-        backend.delete(svc, "")
-    backend.close()
 
 
 async def rows(nb: OvnBackend, key: str, check: Any) -> Any:

@@ -37,6 +37,9 @@ class FakeBackend:
     def services(self) -> set[str]:
         return set(self.applied)
 
+    def allocations(self) -> dict[str, tuple[str, ...]]:
+        return {k: d.external_ips for k, d in self.applied.items() if d.external_ips}
+
     def close(self) -> None:
         pass
 
@@ -84,13 +87,60 @@ async def test_a_service_with_no_ports_gets_a_condition_and_no_backend_object() 
     assert writer.calls == [("status", ((), False, "NoPorts"))]
 
 
-async def test_restore_happens_before_the_first_allocation() -> None:
+def held(key: str, ip: str) -> DesiredLB:
+    ns, name = key.split("/")
+    return DesiredLB(service=key, uid=name, namespace=ns, vips=(ip,), external_ips=(ip,), listeners=(),
+                     options=LbOptions())  # fmt: skip
+
+
+async def test_restore_from_the_backend_happens_before_the_first_allocation() -> None:
     port = [{"port": 80, "targetPort": 80}]
-    held = lb("old", port, loadBalancer={"ingress": [{"ip": "192.168.1.1"}]})
-    rec, backend, _ = make([lb("new", port), held])
+    rec, backend, _ = make([lb("new", port), lb("old", port)])
+    backend.applied["ns/old"] = held("ns/old", "192.168.1.1")  # the platform's record, not status
     await rec.reconcile("ns/new")  # "new" is reconciled first and must not take old's IP
     assert rec.pool.lookup("ns/new") == "192.168.1.2" and rec.pool.lookup("ns/old") == "192.168.1.1"
     assert backend.applied["ns/new"].vips == ("192.168.1.2", "10.96.0.9")
+
+
+async def test_a_forged_status_is_never_adopted_and_is_rewritten() -> None:
+    port = [{"port": 80, "targetPort": 80}]
+    victim = {"loadBalancer": {"ingress": [{"ip": "192.168.1.1"}]}}
+    rec, backend, writer = make([lb("victim", port), lb("forger", port, **victim)])
+    backend.applied["ns/victim"] = held("ns/victim", "192.168.1.1")
+    await rec.reconcile("ns/forger")
+    assert rec.pool.lookup("ns/forger") == "192.168.1.2" and rec.pool.holders("192.168.1.1") == ["ns/victim"]
+    assert "192.168.1.1" not in backend.applied["ns/forger"].vips
+    assert writer.calls[-1] == ("status", (("192.168.1.2",), True, "Ready"))
+    outside = {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}]}}  # the platform's own address
+    rec, backend, writer = make([lb("forger", port, **outside)])
+    await rec.reconcile("ns/forger")
+    assert backend.applied["ns/forger"].vips == ("192.168.1.1", "10.96.0.9")
+
+
+async def test_sharing_keys_never_match_across_namespaces() -> None:
+    share = {"fiberlb.plasmacloud.io/allow-shared-ip": "guessable"}
+    a = lb("a", [{"port": 80, "targetPort": 80}])
+    b = lb("b", [{"port": 443, "targetPort": 443}])
+    c = lb("c", [{"port": 53, "targetPort": 53}])
+    for o in (a, b, c):
+        o["metadata"]["annotations"] = share
+    b["metadata"]["namespace"] = "other"
+    rec, _, _ = make([a, b, c])
+    for key in ("ns/a", "other/b", "ns/c"):
+        await rec.reconcile(key)
+    assert rec.pool.lookup("ns/a") == rec.pool.lookup("ns/c") != rec.pool.lookup("other/b")
+
+
+async def test_no_free_ip_keeps_what_the_platform_holds_not_what_status_says() -> None:
+    port = [{"port": 80, "targetPort": 80}]
+    forged = {"loadBalancer": {"ingress": [{"ip": "192.168.1.1"}]}}
+    objs = [lb("a", port), lb("b", port), lb("c", port, **forged)]
+    rec, backend, writer = make(objs)
+    for key in ("ns/a", "ns/b", "ns/c"):
+        await rec.reconcile(key)
+    assert writer.calls[-1] == ("status", ((), False, "IPPoolExhausted"))
+    assert rec.pool.lookup("ns/a") == "192.168.1.1" and rec.pool.lookup("ns/b") == "192.168.1.2"
+    assert "ns/c" in rec.pending and "ns/c" not in backend.applied
 
 
 async def test_orphaned_backend_objects_are_removed_at_start() -> None:

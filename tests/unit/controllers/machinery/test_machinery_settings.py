@@ -23,7 +23,7 @@ def test_defaults_in_a_pod() -> None:
     assert s.lease.namespace == "plasmacloud-system"
     assert s.lease.identity.startswith("fiberlb-7d9-x_")
     assert (s.lease.lease_duration, s.lease.renew_deadline, s.lease.retry_period) == (15, 10, 2)
-    assert (s.metrics_host, s.metrics_port) == ("0.0.0.0", 8080)
+    assert (s.metrics_host, s.metrics_port) == ("127.0.0.1", 8080)  # not every interface by default
     assert s.kubeconfig is None
     assert s.instance == "fiberlb-7d9-x"
     assert s.args.external_ip_pool == ""
