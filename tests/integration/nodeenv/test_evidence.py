@@ -58,7 +58,7 @@ def vswitchd(node: Node) -> int:
 def test_a_wedged_then_crashed_vswitchd_is_named_and_its_evidence_kept(throwaway: Node) -> None:
     assert throwaway.check() == [] and throwaway.evidence is None
     pid = vswitchd(throwaway)
-    assert Path(f"/proc/{pid}/cwd").resolve() == throwaway.run_dir / "ovs"  # where its core goes
+    assert Path(f"/proc/{pid}/cwd").resolve() == (throwaway.run_dir / "ovs").resolve()  # where its core goes
     assert (
         "unlimited" in Path(f"/proc/{pid}/limits").read_text().split("Max core file size")[1].split("\n")[0]
     )
