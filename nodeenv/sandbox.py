@@ -85,7 +85,9 @@ class ClusterSandbox:
 
     def __init__(self, settings: ClusterSettings) -> None:
         self.cluster = SandboxCluster(settings)
-        self.control = Node(NodeSettings(run_dir=self.cluster.run_dir / "sandbox"), [])
+        self.control = Node(
+            NodeSettings(run_dir=self.cluster.run_dir / "sandbox", runtime_dir=settings.runtime_dir), []
+        )
 
     def up(self) -> None:
         if self.control.run_dir.exists():  # a kept or crashed sandbox's, before the cluster's cleanup

@@ -74,11 +74,14 @@ class Cluster:
         self.run_dir = short_path(s.run_dir, s.runtime_dir)
         """The run dir by its short alias: every part's run dir is below it."""
         self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
-        self.control = Node(NodeSettings(run_dir=self.run_dir / "control"),
+        self.control = Node(NodeSettings(run_dir=self.run_dir / "control", runtime_dir=s.runtime_dir),
                             control_components(self.underlay.netns, s.central_address))  # fmt: skip
         self.central_component = OvnCentral(s.ovn_central, tcp_ip=s.central_address)
         central = NodeSettings(
-            run_dir=self.run_dir / "central", netns=self.underlay.netns, ovn_central=s.ovn_central
+            run_dir=self.run_dir / "central",
+            netns=self.underlay.netns,
+            ovn_central=s.ovn_central,
+            runtime_dir=s.runtime_dir,
         )
         self.central = Node(central, [self.central_component])
         self.nodes = [self.new_node(i, name) for i, name in enumerate(s.node_names(), 1)]
@@ -88,7 +91,8 @@ class Cluster:
         name = name or f"node{index}"
         s, run = self.settings, self.run_dir / "nodes" / name
         ns = NodeSettings(run_dir=run, bridge="br-int", system_id=name, encap_ip=s.node_address(index),
-                          install_root=run / "root", netns=self.underlay.node_netns(name))  # fmt: skip
+                          install_root=run / "root", netns=self.underlay.node_netns(name),
+                          runtime_dir=s.runtime_dir)  # fmt: skip
         return ClusterNode(name, index, s.node_address(index), Node(ns, []))
 
     def node_components(self, central: dict[str, str]) -> list[Component]:

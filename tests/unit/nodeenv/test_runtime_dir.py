@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.node import Node, NodeSettings
 from nodeenv.runtime_dir import (
     DEEPEST_SOCKET,
@@ -21,6 +22,7 @@ from nodeenv.runtime_dir import (
     remove_run_dir,
     short_path,
 )
+from nodeenv.sandbox import ClusterSandbox
 
 
 @pytest.fixture
@@ -82,3 +84,14 @@ def test_a_runtime_dir_too_long_for_the_deepest_socket_is_refused(tmp_path: Path
     with pytest.raises(RuntimeDirError):
         make_run_dir(tmp_path / "run", Path("/run/" + "k" * 20))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_clusters_parts_and_node_roots_are_below_its_alias(deep: Path, runtime: Path) -> None:
+    sandbox = ClusterSandbox(ClusterSettings(run_dir=deep, nodes=3, runtime_dir=runtime))
+    c = sandbox.cluster
+    assert c.run_dir == short_path(deep, runtime)
+    parts = [c.control, c.central, sandbox.control, *(n.node for n in c.nodes)]
+    assert all(p.run_dir.parent in (c.run_dir, c.run_dir / "nodes") for p in parts)
+    root = c.nodes[2].node.settings.install_root
+    assert root == c.run_dir / "nodes/node3/root"
+    assert len(str(root / "var/lib/kubelet/plugins_registry/stor.plasmacloud.io-reg.sock")) <= SUN_PATH_MAX
