@@ -58,6 +58,7 @@ def test_make_sandbox_runs_the_scenario_on_three_nodes(
     every = "node1,node2,node3"
     assert rows["cluster-up: 3 nodes, OVN central, API double, LightningStor, controllers"][0] == every
     assert rows["ovn: netns ping each other"][0] == "node1,node2"  # across Geneve
+    assert rows["socket paths: every node's sockets below its run dir's alias, answering"][0] == every
     assert rows["cni: pods ping each other (same and other namespace)"][0] == every
     assert rows["podman: container and a CNI pod ping each other"][0] == "node2,node3"
     assert rows["e2e: while on node1, node2 is refused the volume (FAILED_PRECONDITION)"][0] == "node2"
