@@ -5,6 +5,7 @@ in rotation; `finish()` removes everything still live so the invariants can expe
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -257,8 +258,9 @@ class Churn:
 def csi_leftovers(env: dict[str, str]) -> list[str]:
     """Loop devices of the CSI state dir, mounts and directories left under the soak's kubelet dir."""
     state, kubelet = env["CSI_STATE_DIR"], Path(env["CSI_KUBELET_DIR"]) / "soak"
+    real_state, real_kubelet = os.path.realpath(state), os.path.realpath(kubelet)  # what the kernel names
     losetup = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    out = [ln for ln in losetup.splitlines() if state in ln]
-    out += [ln for ln in Path("/proc/self/mountinfo").read_text().splitlines() if str(kubelet) in ln]
+    out = [ln for ln in losetup.splitlines() if real_state in ln]
+    out += [ln for ln in Path("/proc/self/mountinfo").read_text().splitlines() if real_kubelet in ln]
     out += [str(p) for p in kubelet.rglob("*")] if kubelet.exists() else []
     return out

@@ -29,7 +29,7 @@ from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.components import default_components
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_central import MODES
-from nodeenv.sandbox import ClusterSandbox, check_socket_room, run_cluster, run_single, sandbox_settings
+from nodeenv.sandbox import ClusterSandbox, run_cluster, run_single, sandbox_settings
 
 log = logging.getLogger("nodeenv")
 
@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("command", choices=commands)
     d = NodeSettings.from_env(os.environ)
     p.add_argument("--run-dir", type=Path, default=d.run_dir, help="private run dir (env K8SHOST_RUN_DIR)")
+    p.add_argument("--runtime-dir", type=Path, default=d.runtime_dir,
+                   help="where each run dir's short alias is made, its unix sockets under it: "
+                        "/run/k8shost/<hash> (env K8SHOST_RUNTIME_DIR)")  # fmt: skip
     p.add_argument("--bridge", default=d.bridge, help="OVN integration bridge (env K8SHOST_BRIDGE)")
     p.add_argument(
         "--ovn-central",
@@ -81,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         encap_ip=base.encap_ip,
         install_root=base.install_root,
         ovn_central=args.ovn_central,
+        runtime_dir=args.runtime_dir,
     )
     node = Node(settings, default_components(settings))
     if args.command == "up":
@@ -113,6 +117,7 @@ def sandbox_cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     return ClusterSettings(
         run_dir=args.sandbox_dir.resolve(), nodes=args.nodes, prefix=args.sandbox_prefix,
         ovn_central=args.ovn_central, underlay_cidr=args.underlay_cidr, cluster_cidr=args.cluster_cidr,
+        runtime_dir=args.runtime_dir,
     )  # fmt: skip
 
 
@@ -122,7 +127,6 @@ def sandbox_cluster(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.nodes} nodes: the sandbox runs on one node (--nodes 1) or on 3 or more")
         settings = sandbox_cluster_settings(args)
         settings.validate()
-        check_socket_room(settings)
     except ValueError as e:
         print(f"sandbox: {e}")
         return 2

@@ -3,6 +3,8 @@
 `Node.up()` starts every component in order and writes `<run>/node.env`; `Node.down()`
 stops exactly the daemons it recorded (by PID, newest first), lets each component undo
 what it created outside the run dir (bridges, installed files), and removes the run dir.
+Everything works in the run dir through its short alias (`node.run_dir`, nodeenv/runtime_dir.py),
+so the unix sockets under it fit whatever the checkout's depth.
 """
 
 from __future__ import annotations
@@ -10,14 +12,22 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
 from nodeenv.daemons import DaemonTable, is_alive
 from nodeenv.evidence import Fault, find_faults, keep_evidence
+from nodeenv.runtime_dir import (
+    RUNTIME_DIR,
+    link_run_dir,
+    make_run_dir,
+    remove_run_dir,
+    runtime_dir_from_env,
+    short_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +50,8 @@ class NodeSettings:
     netns: str = ""
     """The network namespace this node's daemons run in ("": this one); a cluster node's own
     (nodeenv/cluster). Everything the node creates in the kernel goes away with it."""
+    runtime_dir: Path = RUNTIME_DIR
+    """Where the run dir's short alias is made (nodeenv/runtime_dir.py)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> NodeSettings:
@@ -51,6 +63,7 @@ class NodeSettings:
             encap_ip=env.get("K8SHOST_ENCAP_IP", d.encap_ip),
             install_root=Path(env.get("K8SHOST_INSTALL_ROOT", d.install_root)),
             ovn_central=env.get("K8SHOST_OVN_CENTRAL", d.ovn_central),
+            runtime_dir=runtime_dir_from_env(env),
         )
 
 
@@ -74,9 +87,10 @@ class Node:
     """Where the evidence of a dead or wedged daemon was kept (nodeenv.evidence), once one was."""
     faults: list[Fault] = field(default_factory=list)
 
-    @property
+    @cached_property
     def run_dir(self) -> Path:
-        return self.settings.run_dir
+        """The run dir by its short alias: the path every component is given."""
+        return short_path(self.settings.run_dir, self.settings.runtime_dir)
 
     @property
     def env_file(self) -> Path:
@@ -104,10 +118,10 @@ class Node:
             self.endpoints = read_env_file(self.env_file)
             log.info("node environment already up in %s", self.run_dir)
             return self.endpoints
-        if self.run_dir.exists():
-            log.info("stale node environment in %s; cleaning it first", self.run_dir)
+        if self.settings.run_dir.exists():
+            log.info("stale node environment in %s; cleaning it first", self.settings.run_dir)
             self.down()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        make_run_dir(self.settings.run_dir, self.settings.runtime_dir)
         self.endpoints = {"K8SHOST_RUN_DIR": str(self.run_dir)}
         if self.settings.netns:
             self.endpoints["K8SHOST_NETNS"] = self.settings.netns
@@ -145,6 +159,7 @@ class Node:
         return self.evidence
 
     def down(self) -> list[str]:
+        link_run_dir(self.settings.run_dir, self.settings.runtime_dir)  # lost with /run (a reboot)
         if self.env_file.exists():
             self.endpoints = read_env_file(self.env_file)
         elif self.env_file.with_suffix(".partial").exists():
@@ -157,7 +172,7 @@ class Node:
                 component.cleanup(self)
             except Exception:
                 log.exception("cleanup of %s failed", component.name)
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        remove_run_dir(self.settings.run_dir, self.settings.runtime_dir)
         return stopped
 
 

@@ -16,6 +16,7 @@ refuses the hybrid cgroup v1/v2 layout here, so runc runs the containers.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -127,8 +128,8 @@ class Podman:
         for kind in ("containers", "images"):
             index = self.base / "storage" / f"vfs-{kind}" / f"{kind}.json"
             left += [f"{kind} {c['id']}" for c in json.loads(index.read_text())] if index.exists() else []
-        mounts = Path("/proc/self/mounts").read_text()
-        left += [f"mount {line.split()[1]}" for line in mounts.splitlines() if str(self.base) in line]
+        mounts, real = Path("/proc/self/mounts").read_text(), os.path.realpath(self.base)  # the table's paths
+        left += [f"mount {line.split()[1]}" for line in mounts.splitlines() if real in line]
         left += [str(p) for p in CGROUP_ROOT.glob(f"*/{self.cgroup_parent.strip('/')}") if p.exists()]
         left += [str(self.stray_lock)] if self.stray_lock and self.stray_lock.exists() else []
         return left

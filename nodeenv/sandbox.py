@@ -25,7 +25,6 @@ from pathlib import Path
 
 from common.plasmacloud_grpc import PlasmaCloudAuth
 from csi.cleanup import release_under
-from csi.settings import DRIVER_NAME
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.control import Given
 from nodeenv.cluster.settings import ClusterSettings
@@ -41,7 +40,6 @@ from nodeenv.webhook_component import WebhookComponent
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = REPO / ".run-sandbox"
 DEFAULT_PREFIX = "k8shs"
-SUN_PATH_MAX = 107
 OVERLAID = ("KUBECONFIG", "KUBE_API_URL", "OVN_NB_DB", "OVN_SB_DB", "LIGHTNINGSTOR_DIR")
 """Keys of a node's env replaced by the control part's (this namespace's view of the same thing)."""
 
@@ -94,7 +92,9 @@ class ClusterSandbox:
 
     def __init__(self, settings: ClusterSettings) -> None:
         self.cluster = SandboxCluster(settings)
-        self.control = Node(NodeSettings(run_dir=settings.run_dir / "sandbox"), [])
+        self.control = Node(
+            NodeSettings(run_dir=self.cluster.run_dir / "sandbox", runtime_dir=settings.runtime_dir), []
+        )
 
     def up(self) -> None:
         if self.control.run_dir.exists():  # a kept or crashed sandbox's, before the cluster's cleanup
@@ -177,17 +177,6 @@ def _report(scn: Scenario, ok: bool, errors: list[str], seconds: float, what: st
     passed = ok and not errors and all(r.ok for r in scn.results)
     print(f"sandbox ({what}): {'PASSED' if passed else 'FAILED'} in {seconds:.1f} s")
     return 0 if passed else 1
-
-
-def check_socket_room(settings: ClusterSettings) -> None:
-    """The deepest unix socket a node makes (its CSI registration socket) must fit in sun_path."""
-    node = settings.run_dir / "nodes" / f"node{settings.nodes}" / "root"
-    deepest = node / "var/lib/kubelet/plugins_registry" / f"{DRIVER_NAME}-reg.sock"
-    if len(str(deepest)) > SUN_PATH_MAX:
-        raise ValueError(
-            f"the run dir {settings.run_dir} is too long for the unix sockets under it ({deepest} is "
-            f"{len(str(deepest))} bytes, at most {SUN_PATH_MAX}): give a shorter --sandbox-dir"
-        )
 
 
 def sandbox_settings(env: Mapping[str, str]) -> tuple[Path, str]:

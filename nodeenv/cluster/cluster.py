@@ -13,14 +13,14 @@ own run dir and daemon table, so a node is the same value the single-node enviro
 writes `<run>/nodes/<n>/node.env` per node and the cluster files `<run>/cluster.json` and
 `<run>/cluster.env`.
 `Cluster.down()` stops every node, central and control by PID, deletes the namespaces by name
-prefix and removes the run dir.
+prefix and removes the run dir. Its parts work in the run dir through its short alias
+(`cluster.run_dir`, nodeenv/runtime_dir.py): a node's sockets fit whatever the checkout's depth.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,6 +42,7 @@ from nodeenv.kubelet.apiclient import KubeClient, register_node
 from nodeenv.node import Component, Node, NodeSettings, read_env_file, write_env_file
 from nodeenv.ovn_central import OvnCentral
 from nodeenv.ovn_pki import OvnPki
+from nodeenv.runtime_dir import link_run_dir, make_run_dir, remove_run_dir, short_path
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +72,18 @@ class Cluster:
     def __init__(self, settings: ClusterSettings) -> None:
         settings.validate()
         self.settings = s = settings
+        self.run_dir = short_path(s.run_dir, s.runtime_dir)
+        """The run dir by its short alias: every part's run dir is below it."""
         self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
-        self.control = Node(NodeSettings(run_dir=s.run_dir / "control"),
+        self.control = Node(NodeSettings(run_dir=self.run_dir / "control", runtime_dir=s.runtime_dir),
                             control_components(self.underlay.netns, s.central_address))  # fmt: skip
         pki = OvnPki(s.run_dir / "pki" / "ovn")  # the cluster's, made once (as kubeadm's)
         self.central_component = OvnCentral(s.ovn_central, listen_ip=s.central_address, pki=pki)
         central = NodeSettings(
-            run_dir=s.run_dir / "central", netns=self.underlay.netns, ovn_central=s.ovn_central
+            run_dir=self.run_dir / "central",
+            netns=self.underlay.netns,
+            ovn_central=s.ovn_central,
+            runtime_dir=s.runtime_dir,
         )
         self.central = Node(central, [self.central_component])
         self.nodes = [self.new_node(i, name) for i, name in enumerate(s.node_names(), 1)]
@@ -85,9 +91,10 @@ class Cluster:
     def new_node(self, index: int, name: str = "") -> ClusterNode:
         """Node `index` (1..) of this cluster, not started: its settings, netns and address."""
         name = name or f"node{index}"
-        s, run = self.settings, self.settings.run_dir / "nodes" / name
+        s, run = self.settings, self.run_dir / "nodes" / name
         ns = NodeSettings(run_dir=run, bridge="br-int", system_id=name, encap_ip=s.node_address(index),
-                          install_root=run / "root", netns=self.underlay.node_netns(name))  # fmt: skip
+                          install_root=run / "root", netns=self.underlay.node_netns(name),
+                          runtime_dir=s.runtime_dir)  # fmt: skip
         return ClusterNode(name, index, s.node_address(index), Node(ns, []))
 
     def node_components(self, central: dict[str, str]) -> list[Component]:
@@ -139,7 +146,7 @@ class Cluster:
                 self.settings.run_dir,
             )
             self.down()
-        self.settings.run_dir.mkdir(parents=True)
+        make_run_dir(self.settings.run_dir, self.settings.runtime_dir)
         t0 = time.monotonic()
         try:
             self.underlay.create()
@@ -260,11 +267,12 @@ class Cluster:
         """Stop everything by PID (nodes with their controller replicas, central, control), delete
         the namespaces, remove the run dir; the names of the daemons stopped, `<part>/<daemon>`."""
         stopped: list[str] = []
+        link_run_dir(self.settings.run_dir, self.settings.runtime_dir)  # lost with /run (a reboot)
         for label, part in self._parts_newest_first():
             if part.run_dir.exists():
                 stopped += [f"{label}/{name}" for name in part.down()]
         self.underlay.destroy()
-        shutil.rmtree(self.settings.run_dir, ignore_errors=True)
+        remove_run_dir(self.settings.run_dir, self.settings.runtime_dir)
         return stopped
 
     def _parts_newest_first(self) -> Iterable[tuple[str, Node]]:

@@ -34,7 +34,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
     return ClusterSettings(run_dir=args.cluster_dir.resolve(), nodes=args.nodes, prefix=args.prefix,
                            ovn_central=args.ovn_central, underlay_cidr=args.underlay_cidr,
                            cluster_cidr=args.cluster_cidr,
-                           controller_replicas=args.controller_replicas)  # fmt: skip
+                           controller_replicas=args.controller_replicas,
+                           runtime_dir=args.runtime_dir)  # fmt: skip
 
 
 def run(command: str, args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeenv.ovn_central import MODES
+from nodeenv.runtime_dir import RUNTIME_DIR, check_room, runtime_dir_from_env
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -27,6 +28,8 @@ class ClusterSettings:
     controller_replicas: int = 2
     """Replicas of each cluster-wide controller, one per node on the first nodes (the Deployments'
     replicas: 2 with anti-affinity); fewer nodes, fewer replicas (the others would stay Pending)."""
+    runtime_dir: Path = RUNTIME_DIR
+    """Where the run dir's short alias is made (nodeenv/runtime_dir.py)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ClusterSettings:
@@ -39,6 +42,7 @@ class ClusterSettings:
             underlay_cidr=env.get("K8SHOST_UNDERLAY_CIDR", d.underlay_cidr),
             cluster_cidr=env.get("K8SHOST_CLUSTER_CIDR", d.cluster_cidr),
             controller_replicas=int(env.get("K8SHOST_CONTROLLER_REPLICAS", d.controller_replicas)),
+            runtime_dir=runtime_dir_from_env(env),
         )
 
     def validate(self) -> None:
@@ -53,6 +57,7 @@ class ClusterSettings:
             raise ValueError(f"the pod network {self.cluster_cidr} overlaps the underlay {net}")
         if self.controller_replicas < 1:
             raise ValueError(f"{self.controller_replicas} controller replicas: at least 1")
+        check_room(self.runtime_dir)
 
     @property
     def underlay(self) -> ipaddress.IPv4Network:

@@ -27,7 +27,9 @@ removes what was made):
 6. waits until every scheduled pod whose containers are all booted is Ready (or --timeout), then
    prints `kubectl get pods -A -o wide` and the Ready counts.
 
-Its state is `<run dir>/daemons.json` (the processes, by PID) and `boot.json` (the link).
+Its state is `<run dir>/daemons.json` (the processes, by PID) and `boot.json` (the link). The node
+roots and the pods' directories (where unix sockets are made) are reached through the run dir's short
+alias (nodeenv/runtime_dir.py), whatever the checkout's depth.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.ovn_pki import MANIFEST_IDENTITIES, manifest_pki, secret_args
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
 from nodeenv.plasmacloud_auth import ensure_dev_pki
+from nodeenv.runtime_dir import RUNTIME_DIR, link_run_dir, make_run_dir, short_path
+from nodeenv.runtime_dir import remove_run_dir as remove_dir_and_alias
 
 API_ADDRESS = "198.18.0.1"
 """RFC 2544's benchmarking range: nothing on a node uses it."""
@@ -85,6 +89,7 @@ class BootSettings:
     nodes: int = 1
     """1: the machine's own namespace is the node; more: network namespaces (bootnodes.py)."""
     prefix: str = "k8shk"
+    runtime_dir: Path = RUNTIME_DIR
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> BootSettings:
@@ -95,15 +100,24 @@ class BootSettings:
             raise ValueError(f"--nodes must be a number of nodes, 1 or more, not {a.nodes!r}")
         return cls(run_dir=Path(a.run_dir).resolve(), node_name=a.node_name, api_address=a.api_address,
                    api_port=int(a.api_port), overlay=Path(a.overlay).resolve(), datapath=a.datapath,
-                   timeout=float(a.timeout), nodes=int(a.nodes), prefix=a.netns_prefix)  # fmt: skip
+                   timeout=float(a.timeout), nodes=int(a.nodes), prefix=a.netns_prefix,
+                   runtime_dir=Path(a.runtime_dir))  # fmt: skip
 
     @property
     def kubeconfig(self) -> Path:
         return self.run_dir / "kubeapi" / "admin.kubeconfig"
 
     @property
+    def short_dir(self) -> Path:
+        """The run dir by its short alias: node roots and pod directories, where sockets are made."""
+        return short_path(self.run_dir, self.runtime_dir)
+
+    @property
     def node_root(self) -> Path:
-        return self.run_dir / "node"
+        return self.short_dir / "node"
+
+    def make_run_dir(self) -> None:
+        make_run_dir(self.run_dir, self.runtime_dir)
 
     def table(self) -> DaemonTable:
         return DaemonTable(self.run_dir / "daemons.json")
@@ -262,7 +276,7 @@ def boot(s: BootSettings, env: Mapping[str, str]) -> int:
 
 
 def _start(s: BootSettings, env: Mapping[str, str]) -> None:
-    s.run_dir.mkdir(parents=True, exist_ok=True)
+    s.make_run_dir()
     (s.run_dir / "boot.json").write_text(json.dumps({"link": API_LINK, "address": s.api_address}))
     if not Path(f"/sys/class/net/{API_LINK}").exists():
         # a veth pair, not a dummy link: kernels without the dummy module (containers) have veth
@@ -287,7 +301,7 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     start_volume_service(s, env, s.api_address, [s.node_name])
     dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
-            "--node-root", str(s.node_root), "--state-dir", str(s.run_dir / "pods"),
+            "--node-root", str(s.node_root), "--state-dir", str(s.short_dir / "pods"),
             "--cluster-dns", dns]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
     say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
@@ -404,7 +418,7 @@ def _node_internal_ports(s: BootSettings) -> set[str]:
 
 
 def _mounts_below(path: Path) -> list[str]:
-    prefix = str(path) + "/"
+    prefix = os.path.realpath(path) + "/"  # the mount table names real paths
     return [
         m.split()[1]
         for m in Path("/proc/self/mounts").read_text().splitlines()
@@ -421,6 +435,7 @@ def remove_run_dir(s: BootSettings) -> bool:
         )
         return False
     shutil.rmtree(s.run_dir)
+    remove_dir_and_alias(s.run_dir, s.runtime_dir)  # the alias
     return True
 
 
@@ -428,6 +443,7 @@ def down(s: BootSettings) -> int:
     if not s.run_dir.exists():
         print(f"boot-down: nothing to stop ({s.run_dir} does not exist)")
         return 0
+    link_run_dir(s.run_dir, s.runtime_dir)  # lost with /run (a reboot)
     booted = json.loads((s.run_dir / "boot.json").read_text()) if (s.run_dir / "boot.json").exists() else {}
     if booted.get("nodes", 1) > 1:
         from nodeenv.kubelet import bootnodes  # it builds on this module

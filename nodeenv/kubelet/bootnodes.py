@@ -49,13 +49,13 @@ SERVER_LABELS = "node-role.kubernetes.io/control-plane=true,node-role.kubernetes
 
 
 def boot_nodes(s: BootSettings) -> BootNodes:
-    return BootNodes(s.prefix, s.nodes, s.run_dir)
+    return BootNodes(s.prefix, s.nodes, s.short_dir)
 
 
 def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     nodes = boot_nodes(s)
     require_free(nodes)
-    s.run_dir.mkdir(parents=True, exist_ok=True)
+    s.make_run_dir()
     (s.run_dir / "boot.json").write_text(json.dumps({"nodes": s.nodes, "prefix": s.prefix}))
     nodes.create()
     boot.say(f"{s.nodes} nodes: " + ", ".join(f"{n.name} {n.address} ({n.netns})" for n in nodes.nodes))
@@ -76,7 +76,7 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     for n in nodes.nodes:
         argv = [py, "-m", "nodeenv.kubelet", "run", "--netns", n.netns,
                 "--kubeconfig", nodes_kubeconfig, "--node-name", n.name, "--node-ip", n.address,
-                "--node-root", str(n.root), "--state-dir", str(s.run_dir / f"pods{n.index}"),
+                "--node-root", str(n.root), "--state-dir", str(s.short_dir / f"pods{n.index}"),
                 "--cluster-dns", dns, "--node-labels", SERVER_LABELS if n.index <= SERVERS else "",
                 "--controllers", "true" if n.index == 1 else "false"]  # fmt: skip
         log = s.run_dir / f"kubelet-{n.name}.log"
@@ -171,7 +171,7 @@ def sweep(s: BootSettings, nodes: BootNodes) -> list[str]:
 
 
 def down(s: BootSettings, prefix: str, count: int) -> int:
-    nodes = BootNodes(prefix, count, s.run_dir)
+    nodes = BootNodes(prefix, count, s.short_dir)
     stopped = stop_runners(s, nodes)
     stopped += s.table().stop_all(timeout=30)
     swept = sweep(s, nodes)

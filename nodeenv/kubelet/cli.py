@@ -39,6 +39,9 @@ log = logging.getLogger("nodeenv.kubelet")
 COMMANDS = ("run", "boot", "down", "status")
 _FLAGS = (  # flag, env, default, help
     ("--run-dir", "K8SHOST_BOOT_DIR", ".run-boot", "boot/down/status: run dir (state, logs, node root)"),
+    ("--runtime-dir", "K8SHOST_RUNTIME_DIR", "/run/k8shost",
+     "boot/down/status: where the run dir's short alias is made (the node roots and pod dirs, their "
+     "unix sockets, are reached through it)"),
     ("--kubeconfig", "KUBECONFIG", "", "run: the cluster's kubeconfig (server, CA, token)"),
     ("--node-name", "K8SHOST_NODE_NAME", "node-1", "the Node this runner is"),
     ("--node-ip", "K8SHOST_NODE_IP", "127.0.0.1", "run: the Node's InternalIP (hostNetwork pods' podIP)"),
@@ -93,7 +96,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         except OSError as e:
             print(f"run: --netns: {e}", file=sys.stderr)
             return 1
-    root = Path(args.node_root).resolve()
+    root = Path(args.node_root).absolute()  # not resolved: a short alias stays short (sockets below)
     try:
         labels = dict(kv.split("=", 1) for kv in args.node_labels.split(",") if kv)
     except ValueError:
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     store = ImageStore.from_env(env)
     cni = CniConfig(Path(args.cni_conf_dir), tuple(args.cni_bin_dirs.split(",")), node_root=root)
     settings = RunnerSettings(node_name=args.node_name, node_ip=args.node_ip, node_root=root,
-                              state_dir=Path(args.state_dir).resolve(), cni=cni,
+                              state_dir=Path(args.state_dir).absolute(), cni=cni,
                               cluster_dns=tuple(a for a in args.cluster_dns.split(",") if a),
                               cluster_domain=args.cluster_domain, labels=labels,
                               controllers=args.controllers.lower() in ("1", "true", "yes"),

@@ -8,6 +8,7 @@ is mounted outside that namespace and nothing is written to the machine."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +45,10 @@ def node_view(root: NodeRoot, argv: Sequence[str]) -> list[str]:
     for tree in NODE_TREES:
         if (root.root / tree).is_dir() and (Path("/") / tree).is_dir():
             binds.append((root.root / tree, Path("/") / tree))
-    script = "".join(f"mount --rbind {shlex.quote(str(s))} {shlex.quote(str(d))}\n" for s, d in binds)
+    # real paths: the node root may be reached through its run dir's alias under /run
+    # (nodeenv/runtime_dir.py), which is gone once the node's run tree is bound over /run
+    script = "".join(f"mount --rbind {shlex.quote(os.path.realpath(s))} {shlex.quote(os.path.realpath(d))}\n"
+                     for s, d in binds)  # fmt: skip
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script + 'exec "$@"', "sh",
             *argv]  # fmt: skip
 

@@ -8,6 +8,7 @@ when it stops (kubelet keeps it for the node's lifetime)."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from pathlib import Path
 
@@ -42,7 +43,8 @@ def setup(path: Path) -> bool:
 def mounts_under(path: Path) -> list[str]:
     """Mount points below `path` (not `path` itself), from this process's mount table."""
     points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return [p for p in points if p.startswith(f"{path}/")]
+    real = os.path.realpath(path)  # the mount table names real paths (path may be a run dir's alias)
+    return [p for p in points if p.startswith(f"{real}/")]
 
 
 def teardown(path: Path) -> None:

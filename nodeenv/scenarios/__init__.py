@@ -13,6 +13,7 @@ from nodeenv.scenarios import (
     plasmacloud,
     pod_security,
     podman,
+    socket_paths,
     spec_times,
     tenancy,
     tenant_data,
@@ -20,8 +21,8 @@ from nodeenv.scenarios import (
 )
 
 SCENARIOS = (
-    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, tenant_data,
-    pod_security,
+    ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    tenant_data, pod_security,
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node

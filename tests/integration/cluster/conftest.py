@@ -48,7 +48,7 @@ def cluster(short_tmp: Path) -> Iterator[Cluster]:
         faults = c.faults()
         c.down()
         left = [r.name for r in records if is_alive(r)] + list_netns(PREFIX)
-        left += [str(settings.run_dir)] if settings.run_dir.exists() else []
+        left += [str(p) for p in (settings.run_dir, c.run_dir) if p.exists() or p.is_symlink()]  # + alias
         assert not faults, f"cluster daemons dead or wedged: {faults}"
         assert not left, f"cluster-down left behind: {left}"
 

@@ -19,6 +19,7 @@ import pytest
 from csi import loopdev
 from nodeenv.cli import main
 from nodeenv.cluster.underlay import list_netns
+from nodeenv.runtime_dir import short_path
 from nodeenv.scenarios import SCENARIOS
 from tests.conftest import require_ovn
 
@@ -57,6 +58,7 @@ def test_make_sandbox_runs_the_scenario_on_three_nodes(
     every = "node1,node2,node3"
     assert rows["cluster-up: 3 nodes, OVN central, API double, LightningStor, controllers"][0] == every
     assert rows["ovn: netns ping each other"][0] == "node1,node2"  # across Geneve
+    assert rows["socket paths: every node's sockets below its run dir's alias, answering"][0] == every
     assert rows["cni: pods ping each other (same and other namespace)"][0] == every
     assert rows["ovn tls: NB client without a certificate refused"][0] == "node1"
     assert rows["podman: container and a CNI pod ping each other"][0] == "node2,node3"
@@ -78,8 +80,9 @@ def test_make_sandbox_runs_the_scenario_on_three_nodes(
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     left = list_netns(PREFIX) + [ns for ns in netns if ns.startswith(("sbx-", "tenant-"))]
     left += [p for p in ("/etc/netns/sbx-dns-client",) if Path(p).exists()]
-    left += [str(run_dir)] if run_dir.exists() else []
+    alias = short_path(run_dir)  # the daemons' paths are below it
+    left += [str(p) for p in (run_dir, alias) if p.exists() or p.is_symlink()]
     left += list(loopdev.backed_by_dir(short_tmp, leaving=False))
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    left += [line for line in ps.splitlines() if str(run_dir) in line]
+    left += [line for line in ps.splitlines() if str(run_dir) in line or str(alias) in line]
     assert not left, f"the sandbox left behind: {left}"

@@ -16,14 +16,14 @@ def test_two_nodes_are_refused_with_the_reason(capsys: pytest.CaptureFixture[str
     assert "one node (--nodes 1) or on 3 or more" in capsys.readouterr().out
 
 
-def test_a_run_dir_too_long_for_unix_sockets_is_refused_before_starting(
+def test_a_deep_run_dir_is_no_refusal_but_a_runtime_dir_too_long_for_sockets_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    long = tmp_path / ("d" * 60)
-    assert main(["sandbox", "--sandbox-dir", str(long)]) == 2
+    long_runtime, deep = tmp_path / ("r" * 60), tmp_path / ("d" * 120)
+    assert main(["sandbox", "--sandbox-dir", str(deep), "--runtime-dir", str(long_runtime)]) == 2
     out = capsys.readouterr().out
-    assert "too long for the unix sockets" in out and "--sandbox-dir" in out
-    assert not long.exists()
+    assert "too long for the unix sockets" in out and "K8SHOST_RUNTIME_DIR" in out
+    assert not long_runtime.exists() and not deep.exists()
 
 
 def test_places_go_round_the_nodes_and_the_table_names_them() -> None:
