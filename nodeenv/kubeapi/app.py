@@ -27,7 +27,7 @@ H = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def _dispatch(request: web.Request, handler: H, st: ApiState) -> web.StreamResponse:
-    user = st.tokens.authenticate(request.headers.get("Authorization"))
+    user = await st.authenticate(request.headers.get("Authorization"))
     if user is None:
         raise Unauthorized("Unauthorized")
     info = resolve(st.registry, request.method, request.path, request.query)

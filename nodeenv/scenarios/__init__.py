@@ -4,6 +4,7 @@ from nodeenv.scenarios import (
     cni,
     csi,
     e2e_volume,
+    escapes,
     fiberlb,
     flashdns,
     kubeapi,
@@ -16,7 +17,7 @@ from nodeenv.scenarios import (
 )
 
 SCENARIOS = (
-    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, escapes,
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip
