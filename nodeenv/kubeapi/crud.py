@@ -20,8 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeenv.kubeapi import crds
+from nodeenv.kubeapi.admissionpolicy import Policies
 from nodeenv.kubeapi.defaults import apply_defaults
-from nodeenv.kubeapi.errors import STALE, BadRequest, Forbidden, NotFound, already_exists, conflict, not_found
+from nodeenv.kubeapi.errors import (
+    STALE,
+    ApiError,
+    BadRequest,
+    Forbidden,
+    NotFound,
+    already_exists,
+    conflict,
+    not_found,
+)
 from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.objects import Obj, now_rfc3339, prepare_create, prepare_update
 from nodeenv.kubeapi.paging import Page, Snapshots, paginate
@@ -50,6 +60,7 @@ class Resources:
     ) -> None:
         self.store, self.registry = store, registry
         self.quotas = Quotas(store, registry) if quotas else None
+        self.policies: Policies | None = Policies(store, registry)
         self.snapshots = Snapshots()
         self.namespaces = self._kind("", "v1", "namespaces")
         self.services = ServiceAllocator(self._kind("", "v1", "services"), service_cidr)
@@ -120,11 +131,13 @@ class Resources:
             self.registry.register(crds.kinds_of(obj))
 
     def _admit(self, kind: Kind, namespace: str, new: Obj, old: Obj | None) -> None:
-        if self.quotas is None or not kind.namespaced:
-            return
+        """ValidatingAdmissionPolicies (every write), then quota (creates and Service updates)."""
         try:
-            self.quotas.admit(kind, namespace, new, old)
-        except Forbidden:
+            if self.policies is not None:
+                self.policies.admit("CREATE" if old is None else "UPDATE", kind, new, old)
+            if self.quotas is not None and kind.namespaced and (old is None or kind is self.services.kind):
+                self.quotas.admit(kind, namespace, new, old)
+        except ApiError:
             if old is None:
                 self._on_delete(kind, new)  # give back the ClusterIP/nodePorts just allocated
             raise
@@ -190,8 +203,7 @@ class Resources:
 
     def _store_update(self, kind: Kind, old: Obj, new: Obj, *, dry_run: bool) -> Obj:
         namespace = str(old["metadata"].get("namespace") or "")
-        if kind is self.services.kind:
-            self._admit(kind, namespace, new, old)  # nodePorts counted as the body names them
+        self._admit(kind, namespace, new, old)  # a Service's nodePorts counted as the body names them
         if kind is self.services.kind and not dry_run:
             self.services.on_update(old, new)
         elif kind is self.namespaces:
@@ -242,6 +254,8 @@ class Resources:
         if kind is self.namespaces and name in IMMORTAL:
             raise Forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
                             {"name": name, "kind": "namespaces"})  # fmt: skip
+        if self.policies is not None:
+            self.policies.admit("DELETE", kind, None, obj)
         if opts.dry_run:
             return obj, not meta.get("finalizers")
         if kind is self.namespaces:

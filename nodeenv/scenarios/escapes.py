@@ -1,7 +1,9 @@
 """Tenant escapes refused (issue 31): members of org `org-esc`'s project A, each with an IAM token
 minted with the dev key (`iam-webhook mint`), try kubectl `--token` against the API double, which
 authenticates them through the IAM webhook and authorizes them by the RBAC project-controller wrote:
-each escape must be refused (403 Forbidden; a forged token 401), and nothing may have changed.
+each escape must be refused (403 Forbidden; a forged token 401), and nothing may have changed. Then
+the admission policies of daemonsets/rbac/tenant-guards.yaml, as a cluster admin applies them, refuse
+the relabel and the quota deletion even to a member RBAC was (by mistake) made to allow.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from nodeenv.scenario import Scenario
 from nodeenv.scenarios.tenancy import _eventually
 
+GUARDS = Path(__file__).resolve().parents[2] / "daemonsets" / "rbac" / "tenant-guards.yaml"
 ORG, PROJECTS = "org-esc", {"escape-a": "proj-ea", "escape-b": "proj-eb"}
 LABEL = "plasmacloud.io/project-id"
 ESCAPES = {
@@ -66,11 +70,36 @@ def run(scn: Scenario) -> None:
             admin, _mint(scn, "user-esc-org", project="proj-ea", roles="org_admin", projects="proj-eb")
         )
         _allowed(org_admin, "create", "configmap", "by-org-admin", "-n", "escape-b")
+    with scn.step("escapes: admission policies refuse a member RBAC wrongly allows (relabel, quota delete)"):
+        _guarded(scn, admin, member)
     with scn.step("escapes: a token signed with another key is 401"):
         out = subprocess.run([*admin, "--token", _forged(scn), "get", "pods", "-n", "escape-a"],
                              capture_output=True, text=True, timeout=60)  # fmt: skip
         if out.returncode == 0 or "must be logged in" not in out.stderr:
             raise RuntimeError(f"a forged token was not refused 401: {out.stderr.strip()}")
+
+
+def _guarded(scn: Scenario, admin: list[str], member: list[str]) -> None:
+    _kubectl(admin, "apply", "-f", str(GUARDS))
+    scn.defer(lambda: _kubectl(admin, "delete", "-f", str(GUARDS), "--ignore-not-found", check=False))
+    rbac = "rbac.authorization.k8s.io"
+    role = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "admin-of-all"},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces", "resourcequotas"], "verbs": ["*"]}],
+    }
+    hole = {"apiVersion": f"{rbac}/v1", "kind": "RoleBinding",
+            "metadata": {"name": "mistake", "namespace": "escape-a"},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "admin-of-all"},
+            "subjects": [{"kind": "Group", "name": "project:proj-ea"}]}  # fmt: skip
+    both = {"apiVersion": "v1", "kind": "List", "items": [role, hole]}
+    _kubectl(admin, "apply", "-f", "-", stdin=json.dumps(both))
+    scn.defer(lambda: _kubectl(admin, "delete", "clusterrole", "admin-of-all", check=False))
+    for what in ("relabels its namespace into project B", "deletes its ResourceQuota"):
+        out = subprocess.run([*member, *ESCAPES[what]], capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 or "ValidatingAdmissionPolicy" not in out.stderr:
+            raise RuntimeError(f"{what}: not refused by the admission policies: {out.stderr.strip()}")
 
 
 def _deleter(admin: list[str], ns: str) -> Callable[[], object]:

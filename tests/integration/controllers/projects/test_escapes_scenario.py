@@ -28,6 +28,6 @@ def test_every_escape_is_refused_in_the_node_environment(short_tmp: Path) -> Non
             errors = scn.run_cleanups()
         print(scn.table())
         assert all(r.ok for r in scn.results) and errors == [], (scn.table(), errors)
-        assert len(scn.results) == 2 + len(escapes.ESCAPES) + 3
+        assert len(scn.results) == 2 + len(escapes.ESCAPES) + 4
     finally:
         node.down()

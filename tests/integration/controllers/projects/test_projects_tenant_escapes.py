@@ -177,3 +177,61 @@ def test_the_readme_prints_the_rbac_table() -> None:
 
     readme = (Path(__file__).parents[4] / "README.md").read_text()
     assert markdown() in readme, "README's RBAC table differs: python -m controllers.projects.roles"
+
+
+GUARDS = Path(__file__).parents[4] / "daemonsets" / "rbac" / "tenant-guards.yaml"
+PROJECTS_MANIFEST = Path(__file__).parents[4] / "daemonsets" / "controllers" / "projects.yaml"
+RBAC_HOLE = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: too-much, namespace: tenant-a}
+rules:
+- {apiGroups: [""], resources: [namespaces, resourcequotas, limitranges], verbs: ["*"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: too-much, namespace: tenant-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: too-much}
+subjects: [{kind: Group, name: "project:proj-a"}]
+"""
+
+
+@pytest.fixture
+def guarded(projects: KubeApiHandle) -> KubeApiHandle:
+    kubectl(projects, "apply", "-f", str(GUARDS))
+    return projects
+
+
+def test_the_admission_policies_hold_where_rbac_would_not(guarded: KubeApiHandle, iam: Iam) -> None:
+    """Defence in depth: a project admin granted (by mistake) every verb on its Namespace, quotas and
+    LimitRange is still refused the project label and the quotas by the ValidatingAdmissionPolicies."""
+    kubectl(guarded, "apply", "-f", "-", stdin=RBAC_HOLE)
+    admin = tenant(guarded, iam, "admin-a", project="proj-a")
+    out = admin.kubectl(*ESCAPES["relabel its namespace into another project"])
+    assert "ValidatingAdmissionPolicy 'plasmacloud-project-label'" in out.stderr, out.stderr
+    assert admin.can("label", "ns", "tenant-a", "team=web")  # other labels are the tenant's
+    out = admin.kubectl(*ESCAPES["delete its quota"])
+    assert "ValidatingAdmissionPolicy 'plasmacloud-project-quota'" in out.stderr, out.stderr
+    out = admin.kubectl(*ESCAPES["delete its LimitRange"])
+    assert "ValidatingAdmissionPolicy 'plasmacloud-project-quota'" in out.stderr, out.stderr
+    assert guarded.get("resourcequotas", "tenant-a", "project-object-quota") is not None
+    kubectl(guarded, "label", "ns", "tenant-a", f"{PROJECT_LABEL}=proj-a", "--overwrite")  # the admin may
+
+
+def test_project_controller_writes_rbac_only_in_project_namespaces(guarded: KubeApiHandle) -> None:
+    """Issue 31 item 6: its ClusterRole lets it create Roles (with escalate/bind on org-admin) in any
+    namespace; the scope policy confines it to namespaces labelled plasmacloud.io/project-id."""
+    kubectl(guarded, "apply", "-f", str(PROJECTS_MANIFEST))
+    sa = guarded.kubeconfig_for("system:serviceaccount:kube-system:project-controller")
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "org-admin"}, "rules": []}  # fmt: skip
+
+    def create(ns: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([kubectl_bin(), "--kubeconfig", str(sa), "create", "-n", ns, "-f", "-"],
+                              input=json.dumps(role), capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    for ns in ("kube-system", "default"):
+        out = create(ns)
+        assert "ValidatingAdmissionPolicy 'plasmacloud-project-controller-scope'" in out.stderr, out.stderr
+    kubectl(guarded, "delete", "role", "org-admin", "-n", "tenant-a")
+    assert create("tenant-a").returncode == 0
