@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from cni.settings import AgentSettings, build_parser
@@ -114,8 +114,8 @@ def build_install_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     parser = build_install_parser(os.environ if env is None else env)
     ns = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    settings = AgentSettings(**{f.name: getattr(ns, f.name) for f in fields(AgentSettings)})
     try:
+        settings = AgentSettings.from_namespace(ns)
         settings.validate()
     except ValueError as e:
         parser.error(str(e))

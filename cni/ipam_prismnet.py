@@ -2,8 +2,9 @@
 
 The allocation key is the container id (as the API defines it); ReleaseIP with an empty
 address releases whatever that container holds, so DEL and GC need nothing but the id.
-The channel is plaintext (`host:port` or `unix:/path`): on a node the endpoint is expected
-to be reached through the node-local PrismNET proxy or a private network.
+The channel (`host:port` or `unix:/path`) is TLS against the pinned PlasmaCloud CA with an IAM
+token on every call (common/plasmacloud_grpc.py); a refused token is an IPAM failure naming the
+token file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from cni.attachment import Attachment
 from cni.errors import CniError, InvalidNetworkConfig, IpamFailure, TryAgainLater
 from cni.ipam import Allocation
 from cni.wire import CniRequest, Dns, IpConfig, Route
+from common.plasmacloud_grpc import PlasmaCloudAuth, secure_channel
 from protos import prismnet_pb2, prismnet_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -38,9 +40,9 @@ class PrismnetIpam:
     name = "prismnet"
     self_recording = False
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, auth: PlasmaCloudAuth) -> None:
         self.endpoint = endpoint
-        self._channel = grpc.insecure_channel(endpoint)
+        self._channel = secure_channel(endpoint, auth)
         self._stub = prismnet_pb2_grpc.NetworkServiceStub(self._channel)
 
     def allocate(self, req: CniRequest, att: Attachment) -> Allocation:

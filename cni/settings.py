@@ -9,6 +9,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
+
 ENV_PREFIX = "PRISMNET_"
 
 
@@ -48,6 +50,8 @@ class AgentSettings:
     """Comma-separated search domains returned in results (OVN IPAM)."""
     cluster_domain: str = ""
     """When set, results also search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 (OVN IPAM)."""
+    plasmacloud: PlasmaCloudAuth | None = None
+    """CA and IAM token file for PrismNET IPAM (`prismnetEndpoint`; --plasmacloud-*): none, none of it."""
 
     @property
     def management_if(self) -> str:
@@ -60,11 +64,18 @@ class AgentSettings:
         return ipaddress.IPv4Network(self.cluster_cidr)
 
     @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> Self:
+        """From build_parser's flags (validate() not called)."""
+        auth = PlasmaCloudAuth.from_args(ns) if ns.plasmacloud_ca or ns.plasmacloud_token_file else None
+        return cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if f.name != "plasmacloud"},
+                   plasmacloud=auth)  # fmt: skip
+
+    @classmethod
     def from_argv(cls, argv: Sequence[str], env: Mapping[str, str]) -> Self:
         parser = build_parser(env)
         ns = parser.parse_args(list(argv))
         try:
-            out = cls(**{f.name: getattr(ns, f.name) for f in fields(cls)})
+            out = cls.from_namespace(ns)
             out.validate()
         except ValueError as e:
             parser.error(str(e))
@@ -96,7 +107,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     d = AgentSettings()
     types: dict[type, Callable[[str], Any]] = {int: int, float: float, bool: _bool, Path: Path, str: str}
-    for f in fields(AgentSettings):
+    add_flags(parser, env)
+    for f in (f for f in fields(AgentSettings) if f.name != "plasmacloud"):
         default = getattr(d, f.name)
         var = ENV_PREFIX + f.name.upper()
         conv = Path if isinstance(default, Path) else types[type(default)]

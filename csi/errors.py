@@ -79,6 +79,13 @@ class BackendUnavailable(CsiError):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+class BackendUnauthenticated(CsiError):
+    """The storage service refused the driver's IAM token (gRPC UNAUTHENTICATED, passed on with the
+    service's reason: the call is not retried until the token is fixed)."""
+
+    status = grpc.StatusCode.UNAUTHENTICATED
+
+
 class Unimplemented(CsiError):
     status = grpc.StatusCode.UNIMPLEMENTED
 

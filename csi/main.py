@@ -27,7 +27,10 @@ def make_backend(settings: CsiSettings) -> VolumeBackend:
     if settings.backend == "lightningstor":
         from csi.backends.lightningstor import LightningStorBackend
 
-        return LightningStorBackend(settings.lightningstor_endpoint, timeout=settings.lightningstor_timeout)
+        assert settings.plasmacloud is not None  # validate() saw to it
+        return LightningStorBackend(
+            settings.lightningstor_endpoint, settings.plasmacloud, timeout=settings.lightningstor_timeout
+        )
     from csi.backends.local import LocalBackend
 
     throttle = iothrottle.detect(settings.qos_cgroup)

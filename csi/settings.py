@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Self
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
+
 DRIVER_NAME = "stor.plasmacloud.io"
 VENDOR_VERSION = "0.1.0"
 TOPOLOGY_KEY = "topology.stor.plasmacloud.io/node"
@@ -30,6 +32,8 @@ class CsiSettings:
     lightningstor_endpoint: str = ""
     """lightningstor backend: host:port or unix:///path of the VolumeService."""
     lightningstor_timeout: float = 10.0
+    plasmacloud: PlasmaCloudAuth | None = None
+    """lightningstor backend: the CA and IAM token file of its TLS + token calls (required)."""
     metrics_address: str = ""
     """host:port for the Prometheus /metrics endpoint; empty disables it."""
     max_volumes_per_node: int | None = None
@@ -80,6 +84,7 @@ class CsiSettings:
             backend=args.backend,
             state_dir=Path(args.state_dir),
             lightningstor_endpoint=args.lightningstor_endpoint,
+            plasmacloud=PlasmaCloudAuth.from_args(args) if args.backend == "lightningstor" else None,
             metrics_address=args.metrics_address,
             max_volumes_per_node=_count_or_auto(args.max_volumes_per_node),
             qos_cgroup=args.qos_cgroup,
@@ -95,6 +100,8 @@ class CsiSettings:
         _ = self.socket_path
         if self.backend == "lightningstor" and not self.lightningstor_endpoint:
             raise ValueError("--backend lightningstor needs --lightningstor-endpoint")
+        if self.backend == "lightningstor" and self.plasmacloud is None:
+            raise ValueError("--backend lightningstor needs --plasmacloud-ca and --plasmacloud-token-file")
         max_volumes = self.max_volumes_per_node or 0
         if max_volumes < 0 or self.capacity_bytes < 0 or self.workers < 1:
             raise ValueError("--max-volumes-per-node/--capacity-bytes must be >= 0, --workers >= 1")
@@ -117,6 +124,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     flag("--backend", "CSI_BACKEND", d.backend, "volume backend", choices=["local", "lightningstor"])
     flag("--state-dir", "CSI_STATE_DIR", str(d.state_dir), "local backend state directory")
     flag("--lightningstor-endpoint", "LIGHTNINGSTOR_ENDPOINT", "", "VolumeService gRPC address")
+    add_flags(p, env)
     flag("--metrics-address", "CSI_METRICS_ADDRESS", "", "host:port for /metrics (empty: off)")
     flag(
         "--max-volumes-per-node",

@@ -24,6 +24,7 @@ from pathlib import Path
 from cni.install import CONFLIST_NAME, install
 from cni.management import teardown_host
 from cni.settings import AgentSettings
+from common.plasmacloud_grpc import PlasmaCloudAuth
 from nodeenv.daemons import DaemonError, free_port, in_netns, start_foreground, unix_listening, wait_for
 from nodeenv.flashdns_component import CLUSTER_DNS_IP, CLUSTER_DOMAIN
 from nodeenv.node import Node
@@ -61,6 +62,8 @@ class CniComponent:
     """Nameservers for the pods' `dns` block: the cluster DNS (see flashdns_component)."""
     cluster_domain: str = CLUSTER_DOMAIN
     """Pods search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 ('' = no search path)."""
+    plasmacloud: PlasmaCloudAuth | None = None
+    """CA and IAM token file for PrismNET IPAM (`prismnetEndpoint` netconfs); None: refused."""
 
     def settings(self, node: Node) -> AgentSettings:
         e = node.endpoints
@@ -82,6 +85,9 @@ class CniComponent:
                 "--ovn-nb-db", s.ovn_nb_db, "--bridge", s.bridge, "--cluster-cidr", s.cluster_cidr,
                 "--metrics-address", s.metrics_address, "--dns-servers", s.dns_servers,
                 "--cluster-domain", s.cluster_domain]  # fmt: skip
+        if self.plasmacloud is not None:
+            argv += ["--plasmacloud-ca", str(self.plasmacloud.ca),
+                     "--plasmacloud-token-file", str(self.plasmacloud.token_file)]  # fmt: skip
         # the agent gets its whole configuration from argv, never from stray PRISMNET_* variables
         # (node.env's own PRISMNET_* entries are for people and tools, not for the agent)
         env = {k: v for k, v in node.process_env().items() if not k.startswith("PRISMNET_")}

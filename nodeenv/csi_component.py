@@ -25,6 +25,7 @@ from pathlib import Path
 
 import grpc
 
+from common.plasmacloud_grpc import PlasmaCloudAuth
 from csi.cleanup import release_under
 from csi.settings import DRIVER_NAME
 from nodeenv.csi_registrar import registration_socket
@@ -45,8 +46,9 @@ def _probe_ready(endpoint: str) -> bool:
 class CsiComponent:
     name = "csi"
 
-    def __init__(self, lightningstor_endpoint: str = "") -> None:
-        self.lightningstor_endpoint = lightningstor_endpoint
+    def __init__(self, lightningstor_endpoint: str = "", plasmacloud: PlasmaCloudAuth | None = None) -> None:
+        self.lightningstor_endpoint, self.plasmacloud = lightningstor_endpoint, plasmacloud
+        """The CA and IAM token file the driver's LightningStor calls present (TLS + token)."""
 
     def start(self, node: Node) -> dict[str, str]:
         cdir = node.path("csi", "state", "x").parent.parent
@@ -88,7 +90,19 @@ class CsiComponent:
 
     def _backend(self) -> list[str]:
         if self.lightningstor_endpoint:
-            return ["--backend", "lightningstor", "--lightningstor-endpoint", self.lightningstor_endpoint]
+            auth = self.plasmacloud
+            creds = (
+                ["--plasmacloud-ca", str(auth.ca), "--plasmacloud-token-file", str(auth.token_file)]
+                if auth
+                else []
+            )
+            return [
+                "--backend",
+                "lightningstor",
+                "--lightningstor-endpoint",
+                self.lightningstor_endpoint,
+                *creds,
+            ]
         return ["--backend", "local"]
 
     def _register(self, node: Node, endpoint: str) -> Path:

@@ -10,7 +10,8 @@ missing things succeed, a volume attached read-write to one node cannot be attac
 (FAILED_PRECONDITION naming the node; read-only beside read-only can), ExpandVolume resizes the
 attached device itself, ModifyVolume replaces the volume's QoS policy (negative limits are
 INVALID_ARGUMENT), and list page tokens are the last id returned (a cursor), so listings survive
-changes between pages.
+changes between pages. Like the real service it speaks TLS only and refuses a call without a valid
+IAM token with UNAUTHENTICATED (nodeenv/plasmacloud_auth.py).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 from google.protobuf import timestamp_pb2
 
+from nodeenv.plasmacloud_auth import DevPki, ensure_dev_pki
 from protos import lightningstor_pb2 as ls
 from protos import lightningstor_pb2_grpc as ls_grpc
 
@@ -248,18 +249,21 @@ def _page(ids: list[str], size: int, token: str) -> tuple[int, int, str]:
     return start, end, ids[end - 1] if end < len(ids) else ""
 
 
-def serve(root: Path, nodes: Sequence[str], host: str = "") -> tuple[grpc.Server, FakeVolumeService, str]:
+def serve(
+    root: Path, nodes: Sequence[str], pki: DevPki, host: str = ""
+) -> tuple[grpc.Server, FakeVolumeService, str]:
     """Start the fake on `root/ls.sock`, or on TCP `host`:<free port> (the `host:port` a cluster's
-    LIGHTNINGSTOR_ENDPOINT names); returns (server, servicer, endpoint)."""
+    LIGHTNINGSTOR_ENDPOINT names), TLS with `pki`'s serving certificate and its IAM key checking
+    every call's token; returns (server, servicer, endpoint)."""
     root.mkdir(parents=True, exist_ok=True)
     service = FakeVolumeService(root=root, nodes=nodes)
-    server = grpc.server(ThreadPoolExecutor(max_workers=8))
+    server, _ = pki.server(workers=8)
     ls_grpc.add_VolumeServiceServicer_to_server(service, server)
     if host:
-        endpoint = f"{host}:{server.add_insecure_port(f'{host}:0')}"
+        endpoint = f"{host}:{pki.add_port(server, f'{host}:0')}"
     else:
         endpoint = f"unix://{root / 'ls.sock'}"
-        server.add_insecure_port(endpoint)
+        pki.add_port(server, endpoint)
     server.start()
     time.sleep(0)
     return server, service, endpoint
@@ -293,9 +297,18 @@ def main(argv: list[str] | None = None) -> int:
         default=env.get("LIGHTNINGSTOR_NODES", ""),
         help="comma-separated node ids volumes may attach to (env LIGHTNINGSTOR_NODES)",
     )
+    p.add_argument(
+        "--pki",
+        type=Path,
+        default=env.get("LIGHTNINGSTOR_PKI"),
+        required="LIGHTNINGSTOR_PKI" not in env,
+        help="DEVELOPMENT PlasmaCloud PKI directory (nodeenv/plasmacloud_auth.py; made when missing): "
+        "the serving certificate and the IAM key tokens are checked with (env LIGHTNINGSTOR_PKI)",
+    )
     p.add_argument("--port-file", type=Path, help='written once listening: {"endpoint": "host:port"}')
     args = p.parse_args(argv)
-    server, service, endpoint = serve(args.root, [n for n in args.nodes.split(",") if n], host=args.host)
+    pki = ensure_dev_pki(args.pki, [args.host] if args.host else [])
+    server, service, endpoint = serve(args.root, [n for n in args.nodes.split(",") if n], pki, host=args.host)
     if args.port_file:
         args.port_file.write_text(json.dumps({"endpoint": endpoint}))
     stop = threading.Event()

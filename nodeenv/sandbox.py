@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from common.plasmacloud_grpc import PlasmaCloudAuth
 from csi.cleanup import release_under
 from csi.settings import DRIVER_NAME
 from nodeenv.cluster.cluster import Cluster
@@ -31,6 +32,7 @@ from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.csi_component import CsiComponent
 from nodeenv.daemons import start_foreground, unix_listening, wait_for
 from nodeenv.node import Component, Node, NodeSettings, read_env_file
+from nodeenv.plasmacloud_auth import ensure_dev_pki
 from nodeenv.projects_component import ProjectsComponent
 from nodeenv.scenario import Place, Scenario
 from nodeenv.scenarios import SCENARIOS
@@ -44,8 +46,9 @@ OVERLAID = ("KUBECONFIG", "KUBE_API_URL", "OVN_NB_DB", "OVN_SB_DB", "LIGHTNINGST
 
 
 class LightningStorComponent:
-    """The volume service double as a daemon: `<run>/store` holds the volumes, `<run>/store/ls.sock`.
-    node.env gains LIGHTNINGSTOR_ENDPOINT and LIGHTNINGSTOR_DIR."""
+    """The volume service double as a daemon: `<run>/store` holds the volumes, `<run>/store/ls.sock`
+    (TLS and IAM tokens only, with the DEVELOPMENT PlasmaCloud PKI of `<run>/plasmacloud`).
+    node.env gains LIGHTNINGSTOR_ENDPOINT, LIGHTNINGSTOR_DIR, PLASMACLOUD_CA and PLASMACLOUD_TOKEN_FILE."""
 
     name = "lightningstor-double"
 
@@ -54,12 +57,14 @@ class LightningStorComponent:
 
     def start(self, node: Node) -> dict[str, str]:
         root = node.path("store", "x").parent
+        pki = ensure_dev_pki(node.path("plasmacloud", "x").parent)
         argv = [sys.executable, "-m", "nodeenv.lightningstor", "--root", str(root), "--host", "",
-                "--nodes", ",".join(self.nodes)]  # fmt: skip
+                "--nodes", ",".join(self.nodes), "--pki", str(pki.dir)]  # fmt: skip
         _, proc = start_foreground(self.name, argv, node.path("lightningstor.log"), node.process_env(),
                                    node.daemons)  # fmt: skip
         wait_for(lambda: unix_listening(root / "ls.sock"), "the LightningStor double's socket", proc=proc)
-        return {"LIGHTNINGSTOR_ENDPOINT": f"unix://{root / 'ls.sock'}", "LIGHTNINGSTOR_DIR": str(root)}
+        return {"LIGHTNINGSTOR_ENDPOINT": f"unix://{root / 'ls.sock'}", "LIGHTNINGSTOR_DIR": str(root),
+                **pki.client_env()}  # fmt: skip
 
     def cleanup(self, node: Node) -> None:
         """Loop devices of its volumes a failed run left attached, mounts of them under the store."""
@@ -76,8 +81,10 @@ class SandboxCluster(Cluster):
         self.control.components = [*self.control.components, LightningStorComponent(settings.node_names())]
 
     def node_components(self, central: dict[str, str]) -> list[Component]:
-        endpoint = self.control.endpoints.get("LIGHTNINGSTOR_ENDPOINT", "")  # "" when only cleaning up
-        return [CsiComponent(endpoint) if isinstance(c, CsiComponent) else c
+        e = self.control.endpoints
+        endpoint = e.get("LIGHTNINGSTOR_ENDPOINT", "")  # "" when only cleaning up
+        auth = PlasmaCloudAuth.from_env(e) if endpoint else None
+        return [CsiComponent(endpoint, auth) if isinstance(c, CsiComponent) else c
                 for c in super().node_components(central)]  # fmt: skip
 
 
@@ -94,8 +101,8 @@ class ClusterSandbox:
         self.cluster.up()
         env = read_env_file(self.cluster.env_file)
         first, store = self.cluster.nodes[0].env, self.cluster.control.endpoints
-        given = {**env, **{k: first[k] for k in ("CLUSTER_DNS_IP", "CLUSTER_DOMAIN")},
-                 **{k: v for k, v in store.items() if k.startswith("LIGHTNINGSTOR_")}}  # fmt: skip
+        stored = {k: v for k, v in store.items() if k.startswith(("LIGHTNINGSTOR_", "PLASMACLOUD_"))}
+        given = {**env, **{k: first[k] for k in ("CLUSTER_DNS_IP", "CLUSTER_DOMAIN")}, **stored}
         self.control.components = [Given(given), ProjectsComponent()]
         self.control.up()
 

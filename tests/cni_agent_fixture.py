@@ -15,6 +15,7 @@ import pytest
 
 from nodeenv.cni_component import CniComponent, CniRuntime
 from nodeenv.node import Node
+from nodeenv.plasmacloud_auth import DevPki
 
 CLUSTER_CIDR = "10.99.0.0/16"
 
@@ -70,8 +71,8 @@ def _run(argv: list[str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def agent(ovn_node: Node) -> Iterator[Agent]:
-    component = CniComponent(cluster_cidr=CLUSTER_CIDR)
+def agent(ovn_node: Node, plasmacloud_pki: DevPki) -> Iterator[Agent]:
+    component = CniComponent(cluster_cidr=CLUSTER_CIDR, plasmacloud=plasmacloud_pki.client_auth())
     env = component.start(ovn_node)
     ovn_node.endpoints.update(env)
     conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())

@@ -27,6 +27,7 @@ pytest_plugins = [
     "tests.iam_fixture",  # the `iam` fixture: the IAM webhook as the double's token authenticator
     "tests.cni_agent_fixture",  # the `agent` fixture: PrismNET's agent on the session's OVN node
     "tests.rbac_coverage",  # controllers' recorded requests checked against daemonsets/ RBAC
+    "tests.plasmacloud_fixture",  # `plasmacloud_pki`: the PlasmaCloud service doubles' TLS and IAM key
 ]
 
 

@@ -37,6 +37,7 @@ from cni.settings import AgentSettings
 from cni.wire import Dns
 from common.jsonlog import setup_logging
 from common.malloc import pin_mmap_threshold
+from common.plasmacloud_grpc import PlasmaCloudAuth
 from ovnaccess.connection import Ovsdb, c_json_parser
 
 log = logging.getLogger("cni.daemon")
@@ -97,12 +98,15 @@ def build_service(s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb) -> PodNetworkSe
         ovs_db=ovs_db,
         nb_db=nb_db,
         ovn_ipam=OvnIpam(nb, s.cluster_network, s.subnet_prefix, dns, nb_db.connected, s.cluster_domain),
-        prismnet_ipam=_prismnet_factory(),
+        prismnet_ipam=_prismnet_factory(s.plasmacloud),
     )
     return PodNetworkService(s, adapters, node)
 
 
-def _prismnet_factory() -> Callable[[str], AddressSource] | None:
+def _prismnet_factory(auth: PlasmaCloudAuth | None) -> Callable[[str], AddressSource] | None:
+    if auth is None:  # PrismNET is only called over TLS with an IAM token
+        log.info("no --plasmacloud-ca/--plasmacloud-token-file: prismnetEndpoint configs will be refused")
+        return None
     try:
         from cni.ipam_prismnet import PrismnetIpam
     except ImportError:  # stubs not generated: the agent still serves OVN and delegated IPAM
@@ -112,7 +116,7 @@ def _prismnet_factory() -> Callable[[str], AddressSource] | None:
 
     def factory(endpoint: str) -> PrismnetIpam:
         if endpoint not in clients:
-            clients[endpoint] = PrismnetIpam(endpoint)
+            clients[endpoint] = PrismnetIpam(endpoint, auth)
         return clients[endpoint]
 
     return factory

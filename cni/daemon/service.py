@@ -361,7 +361,10 @@ class PodNetworkService:
     def _source(self, netconf: NetConf) -> AddressSource:
         if netconf.prismnet_endpoint:
             if self._a.prismnet_ipam is None:
-                raise InvalidNetworkConfig("prismnetEndpoint is set but this agent has no PrismNET client")
+                raise InvalidNetworkConfig(
+                    "prismnetEndpoint is set but this agent has no PrismNET client",
+                    "the agent needs --plasmacloud-ca and --plasmacloud-token-file (TLS + IAM token)",
+                )
             return self._a.prismnet_ipam(netconf.prismnet_endpoint)
         if netconf.ipam is None or netconf.ipam.type in OVN_IPAM_TYPES:
             self._check_ovn_conf(netconf)

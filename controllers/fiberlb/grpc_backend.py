@@ -6,7 +6,9 @@ affinity) and one listener (protocol, port, health check) using it. A load balan
 again by the `load-balancer-id` annotation (the reconciler stores the id there, as the spec
 says) or else by name through ListLoadBalancers, so a restarted controller adopts what exists
 instead of creating duplicates. Listeners cannot be updated: a changed health check replaces
-the listener; a changed member list or algorithm is one UpdatePool.
+the listener; a changed member list or algorithm is one UpdatePool. Calls go over TLS with an IAM
+token (common/plasmacloud_grpc.py); a refused token is a BackendError like any other (the reconciler
+emits its Event and retries with backoff).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, secure_channel
 from controllers.fiberlb.annotations import HealthCheck, ServiceConfigError
 from controllers.fiberlb.backend import Applied, BackendError
 from controllers.fiberlb.desired import DesiredLB, Listener
@@ -59,9 +62,9 @@ class GrpcBackend:
     allocates_ips = True
     """CreateLoadBalancer with no external_ip allocates from FiberLB's pool (the spec)."""
 
-    def __init__(self, endpoint: str, org_id: str = "", project_id: str = "") -> None:
+    def __init__(self, endpoint: str, auth: PlasmaCloudAuth, org_id: str = "", project_id: str = "") -> None:
         self.endpoint, self.org_id, self.project_id = endpoint, org_id, project_id
-        self._channel = grpc.insecure_channel(endpoint)
+        self._channel = secure_channel(endpoint, auth)
         self._stub = fiberlb_pb2_grpc.LoadBalancerServiceStub(self._channel)
         self._ids: dict[str, str] = {}
         """Service → load balancer id, learned from creates and listings."""

@@ -24,7 +24,8 @@ def make_backend(s: FiberlbSettings) -> Backend:
     if s.backend == "fiberlb":
         from controllers.fiberlb.grpc_backend import GrpcBackend
 
-        return GrpcBackend(s.fiberlb_endpoint, s.org_id, s.project_id)
+        assert s.plasmacloud is not None  # from_args requires it for this backend
+        return GrpcBackend(s.fiberlb_endpoint, s.plasmacloud, s.org_id, s.project_id)
     from controllers.fiberlb.ovn_backend import OvnBackend
 
     return OvnBackend.connect(s.ovn_nb_db)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Self
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
 from controllers.fiberlb.ippool import parse_pools
 from controllers.machinery.settings import parse_bool
 
@@ -27,6 +28,8 @@ class FiberlbSettings:
     backend: str = "ovn"
     ovn_nb_db: str = "unix:/run/ovn/ovnnb_db.sock"
     fiberlb_endpoint: str = "fiberlb-server:7000"
+    plasmacloud: PlasmaCloudAuth | None = None
+    """fiberlb backend: CA and IAM token file of its TLS + token calls (--plasmacloud-*)."""
     org_id: str = ""
     project_id: str = ""
     debounce: float = 0.1
@@ -43,6 +46,7 @@ class FiberlbSettings:
             backend=a.backend,
             ovn_nb_db=a.ovn_nb_db,
             fiberlb_endpoint=a.fiberlb_endpoint,
+            plasmacloud=PlasmaCloudAuth.from_args(a) if a.backend == "fiberlb" else None,
             org_id=a.org_id,
             project_id=a.project_id,
             debounce=float(a.debounce),
@@ -81,6 +85,7 @@ def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     )
     add("--ovn-nb-db", d.ovn_nb_db, "OVN northbound database (ovn backend)")
     add("--fiberlb-endpoint", d.fiberlb_endpoint, "FiberLB LoadBalancerService host:port (fiberlb backend)")
+    add_flags(p, env)
     add("--org-id", d.org_id, "PlasmaCloud organization of created load balancers (fiberlb backend)")
     add("--project-id", d.project_id, "PlasmaCloud project of created load balancers (fiberlb backend)")
     add("--debounce", d.debounce, "seconds endpoint changes are coalesced before reprogramming")

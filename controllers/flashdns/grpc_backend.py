@@ -8,7 +8,9 @@ what it wrote, per owner. `replace` changes a record of the same name and type i
 what is extra, so a name that stays never has no record. The first write and every `resync` list
 everything we manage (ListRecords, paged) and diff it against what the caches want: missing
 records are created, changed ones updated, duplicated or orphaned ones deleted; what matches is
-left alone (a restart deletes nothing that should stay).
+left alone (a restart deletes nothing that should stay). Calls go over TLS with an IAM token
+(common/plasmacloud_grpc.py); a refused token fails the reconcile, which the machinery retries with
+backoff.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from common.plasmacloud_grpc import secure_aio_channel
 from controllers.flashdns.records import Record, RecordSet, fqdn, version_records
 from controllers.flashdns.settings import FlashDnsSettings
 from protos import flashdns_pb2, flashdns_pb2_grpc
@@ -37,7 +40,11 @@ class GrpcBackend:
 
     def __init__(self, s: FlashDnsSettings, channel: grpc.aio.Channel | None = None) -> None:
         self.origin, self.ttl = fqdn(s.cluster_domain), s.dns_ttl
-        self._channel = channel or grpc.aio.insecure_channel(s.flashdns_endpoint)
+        if channel is None:
+            if s.plasmacloud is None:
+                raise ValueError("the flashdns backend needs --plasmacloud-ca and --plasmacloud-token-file")
+            channel = secure_aio_channel(s.flashdns_endpoint, s.plasmacloud)
+        self._channel = channel
         self._stub = flashdns_pb2_grpc.DNSServiceStub(self._channel)
         self._ids: dict[str, dict[Record, str]] | None = None
         """owner → record → FlashDNS id: what we know the server holds (None: not listed yet)."""

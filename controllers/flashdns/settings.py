@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
+
 ENV_PREFIX = "FLASHDNS_"
 BACKENDS = ("embedded", "flashdns")
 
@@ -43,10 +45,13 @@ class FlashDnsSettings:
     """Seconds EndpointSlice churn is gathered before a Service's records are rebuilt."""
     resync_interval: float = 60.0
     """Seconds between full resyncs from ListRecords (backend flashdns): repairs drift."""
+    plasmacloud: PlasmaCloudAuth | None = None
+    """backend flashdns: CA and IAM token file of its TLS + token calls (the --plasmacloud-* flags)."""
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> Self:
-        out = cls(**{f.name: getattr(ns, f.name) for f in fields(cls)})
+        auth = PlasmaCloudAuth.from_args(ns) if ns.backend == "flashdns" else None
+        out = cls(**{f.name: getattr(ns, f.name) for f in fields(cls) if f.name in HELP}, plasmacloud=auth)
         out.validate()
         return out
 
@@ -83,7 +88,8 @@ HELP = {
 def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     """The machinery's `add_arguments` hook: our flags with FLASHDNS_* fallbacks."""
     d = FlashDnsSettings()
-    for f in fields(FlashDnsSettings):
+    add_flags(parser, env)
+    for f in (f for f in fields(FlashDnsSettings) if f.name in HELP):
         default: Any = getattr(d, f.name)
         var = ENV_PREFIX + f.name.upper()
         conv = type(default)

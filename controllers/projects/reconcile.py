@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controllers.machinery import NAMESPACES, ApiException, EventRecorder, Kind, KubeClient, Store
+from controllers.projects.podsecurity import ensure_pod_security
 from controllers.projects.template import (
     KINDS,
     MANAGED_BY,
@@ -74,6 +75,8 @@ class ProjectReconciler:
 
     async def _reconcile(self, key: str, ns: Mapping[str, Any]) -> None:
         want = desired_objects(ns, self.template)
+        if want and await ensure_pod_security(self.client, ns):
+            log.info("set the Pod Security labels of namespace %s", key)
         for o in want:
             await self._ensure(ns, o)
         names = {(o.kind.plural, o.name) for o in want}

@@ -2,7 +2,9 @@
 
 The controller side maps CSI calls 1:1 onto VolumeService RPCs; AttachVolume's
 `device_path` travels to the node in the publish_context. Status codes of the
-service become the CSI errors of the same meaning.
+service become the CSI errors of the same meaning; UNAUTHENTICATED (the service refused our IAM token)
+becomes UNAUTHENTICATED naming the token file, so kubelet and the sidecars report what to fix. Calls go
+over TLS with an IAM token (common/plasmacloud_grpc.py).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import TypeVar
 
 import grpc
 
+from common.plasmacloud_grpc import PlasmaCloudAuth, secure_channel
 from csi import mounts
 from csi.backends.base import Capacity, GroupSnapshot, Snapshot, Volume, VolumeSpec
 from csi.errors import (
     AlreadyExists,
+    BackendUnauthenticated,
     BackendUnavailable,
     CsiError,
     FailedPrecondition,
@@ -49,6 +53,7 @@ _CODES: dict[grpc.StatusCode, type[CsiError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.UNAVAILABLE: BackendUnavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: BackendUnavailable,
+    grpc.StatusCode.UNAUTHENTICATED: BackendUnauthenticated,
 }
 
 
@@ -60,9 +65,10 @@ class LightningStorBackend:
     supports_group_snapshots = False
     topology_node = ""
 
-    def __init__(self, endpoint: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, endpoint: str, auth: PlasmaCloudAuth, *, timeout: float = 10.0) -> None:
         # host:port, or unix:///path (grpc's own syntax) for a unix socket
-        self._channel = grpc.insecure_channel(endpoint)
+        self._auth = auth
+        self._channel = secure_channel(endpoint, auth)
         self._stub = ls_grpc.VolumeServiceStub(self._channel)
         self._timeout = timeout
 
@@ -72,6 +78,8 @@ class LightningStorBackend:
         except grpc.RpcError as e:
             code, details = e.code(), e.details() or ""
             err = _CODES.get(code, CsiError)
+            if err is BackendUnauthenticated:
+                details += f" (the IAM token in {self._auth.token_file} was refused)"
             raise err(
                 f"lightningstor {type(request).__name__.removesuffix('Request')}: {code.name}: {details}"
             ) from e

@@ -9,6 +9,7 @@ import time
 
 from aiohttp import web
 
+from nodeenv.kubeapi.admission import AdmissionRecord
 from nodeenv.kubeapi.auth import RequestRecord, User
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.state import ApiState
@@ -19,6 +20,8 @@ RECORDED = web.RequestKey("kubeapi_recorded", bool)
 RECEIVED = web.RequestKey("kubeapi_received", float)
 OBJECT_NAME = web.RequestKey("kubeapi_object_name", str)
 """A create's object name, from its body (set by the create handler)"""
+ADMISSION = web.RequestKey("kubeapi_admission", AdmissionRecord)
+"""What admission added to the request: warnings, audit annotations (set by handlers.handle)"""
 
 
 def arrived(request: web.Request) -> None:
@@ -39,5 +42,6 @@ def record(st: ApiState, request: web.Request, status: int, stage: str = "Respon
             namespace=i.namespace, name=i.name, status=status, path=request.path, query=request.query_string,
             user_agent=request.headers.get("User-Agent", ""), source_ip=request.remote or "",
             received=request.get(RECEIVED, 0.0), stage=stage, object_name=request.get(OBJECT_NAME, ""),
+            annotations=tuple(sorted(adm.annotations.items())) if (adm := request.get(ADMISSION)) else (),
         )
     )  # fmt: skip

@@ -51,6 +51,8 @@ def audit_event(rec: RequestRecord, answered: float) -> dict[str, object]:
     }
     if not rec.resource:
         del event["objectRef"]
+    if rec.annotations:
+        event["annotations"] = dict(rec.annotations)
     return event
 
 

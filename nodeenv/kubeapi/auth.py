@@ -90,6 +90,8 @@ class RequestRecord:
     object_name: str = ""
     """A create's object name (from its body: not in the URL, so not `name`, which authorization
     sees); the audit log's objectRef names it as kube-apiserver's does."""
+    annotations: tuple[tuple[str, str], ...] = ()
+    """What admission plugins noted for the audit log (e.g. pod-security.kubernetes.io/audit-violations)."""
 
 
 class Recorder:

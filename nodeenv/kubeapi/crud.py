@@ -6,7 +6,8 @@ concurrency on update and patch (a stale metadata.resourceVersion is 409 Conflic
 unconditional); the /status subresource; finalizers (delete sets deletionTimestamp and
 deletionGracePeriodSeconds=0 and the object stays until an update empties the finalizers, which
 removes it with one DELETED event); delete preconditions (uid, resourceVersion); dryRun=All; the
-immortal namespaces default/kube-system/kube-public cannot be deleted.
+immortal namespaces default/kube-system/kube-public cannot be deleted. Validating admission in
+kube-apiserver's order: PodSecurity (podsecurity/, on creates and updates), then ResourceQuota.
 Simplified: deleting a namespace marks it Terminating, deletes its objects at once (objects with
 finalizers stay until finalized) and removes the namespace when it is empty (no namespace controller
 delay); propagationPolicy and gracePeriodSeconds are accepted but there is no garbage collector, so
@@ -19,7 +20,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from nodeenv.kubeapi import crds
+from nodeenv.kubeapi import admission, crds
 from nodeenv.kubeapi.admissionpolicy import Policies
 from nodeenv.kubeapi.defaults import apply_defaults
 from nodeenv.kubeapi.errors import (
@@ -35,6 +36,8 @@ from nodeenv.kubeapi.errors import (
 from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.objects import Obj, now_rfc3339, prepare_create, prepare_update
 from nodeenv.kubeapi.paging import Page, Snapshots, paginate
+from nodeenv.kubeapi.podsecurity.admission import PodSecurityAdmission
+from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.quota import Quotas
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.services import ServiceAllocator
@@ -56,7 +59,13 @@ class DeleteOptions:
 
 class Resources:
     def __init__(
-        self, store: Store, registry: Registry, service_cidr: str = "10.96.0.0/16", *, quotas: bool = False
+        self,
+        store: Store,
+        registry: Registry,
+        service_cidr: str = "10.96.0.0/16",
+        *,
+        quotas: bool = False,
+        pod_security: PodSecurityConfig | None = None,
     ) -> None:
         self.store, self.registry = store, registry
         self.quotas = Quotas(store, registry) if quotas else None
@@ -64,6 +73,12 @@ class Resources:
         self.snapshots = Snapshots()
         self.namespaces = self._kind("", "v1", "namespaces")
         self.services = ServiceAllocator(self._kind("", "v1", "services"), service_cidr)
+        pods = self._kind("", "v1", "pods")
+        self.pod_security = PodSecurityAdmission(
+            pod_security or PodSecurityConfig(),
+            lambda ns: self.store.get(self.namespaces, "", ns),
+            lambda ns: list(self.store.items(pods, ns)),
+        )
 
     def _kind(self, group: str, version: str, plural: str) -> Kind:
         kind = self.registry.lookup(group, version, plural)
@@ -131,8 +146,11 @@ class Resources:
             self.registry.register(crds.kinds_of(obj))
 
     def _admit(self, kind: Kind, namespace: str, new: Obj, old: Obj | None) -> None:
-        """ValidatingAdmissionPolicies (every write), then quota (creates and Service updates)."""
+        """The validating admission plugins in kube-apiserver's order: PodSecurity (creates here; updates
+        in update()), ValidatingAdmissionPolicy (every write), ResourceQuota (creates and Service updates)."""
         try:
+            if old is None:
+                self._admit_pod_security(kind, namespace, new, None, "")
             if self.policies is not None:
                 self.policies.admit("CREATE" if old is None else "UPDATE", kind, new, old)
             if self.quotas is not None and kind.namespaced and (old is None or kind is self.services.kind):
@@ -141,6 +159,18 @@ class Resources:
             if old is None:
                 self._on_delete(kind, new)  # give back the ClusterIP/nodePorts just allocated
             raise
+
+    def _admit_pod_security(
+        self, kind: Kind, namespace: str, new: Obj, old: Obj | None, subresource: str
+    ) -> None:
+        """The PodSecurity plugin (podsecurity/admission.py): its warnings and audit annotations go to
+        the request being served; a refusal is raised."""
+        rec = admission.current()
+        out = self.pod_security.validate(kind, namespace, new, old, rec.user, subresource or rec.subresource)
+        rec.warnings.extend(out.warnings)
+        rec.annotations.update({f"pod-security.kubernetes.io/{k}": v for k, v in out.annotations.items()})
+        if out.error is not None:
+            raise out.error
 
     def _refresh_quotas(self, namespace: str) -> None:
         if self.quotas is not None and namespace:
@@ -199,6 +229,7 @@ class Resources:
         if rv not in (None, "") and rv != old["metadata"]["resourceVersion"]:
             raise conflict(kind, name, STALE)
         new = prepare_update(kind, old, body, subresource=subresource)
+        self._admit_pod_security(kind, namespace, new, old, subresource)
         return self._store_update(kind, old, new, dry_run=dry_run)
 
     def _store_update(self, kind: Kind, old: Obj, new: Obj, *, dry_run: bool) -> Obj:

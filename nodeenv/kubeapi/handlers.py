@@ -15,8 +15,8 @@ from typing import Any
 
 from aiohttp import web
 
-from nodeenv.kubeapi import apply, binding, reviews, scale, strict, tables, watchstream
-from nodeenv.kubeapi.audit import OBJECT_NAME, USER
+from nodeenv.kubeapi import admission, apply, binding, reviews, scale, strict, tables, watchstream
+from nodeenv.kubeapi.audit import ADMISSION, OBJECT_NAME, USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.paging import exact_rv
@@ -57,7 +57,8 @@ def _respond_obj(
         resp = respond(tables.table(kind, [obj], obj["metadata"]["resourceVersion"], request.query), status)
     else:
         resp = respond(obj, status)
-    for text in request.get(WARNINGS, ()):
+    admitted = request[ADMISSION].warnings if ADMISSION in request else []
+    for text in [*request.get(WARNINGS, ()), *admitted]:
         resp.headers.add("Warning", strict.warning_header(text))
     return resp
 
@@ -187,6 +188,10 @@ async def handle(request: web.Request, st: ApiState, info: RequestInfo) -> web.S
             if info.name
             else NotFound("the server could not find the requested resource")
         )
-    if info.subresource == "scale":
-        return await scale.VERBS[info.verb](request, st, info, kind)
-    return await VERBS[info.verb](request, st, info, kind)
+    request[ADMISSION] = record = admission.AdmissionRecord(
+        user=request[USER].name, subresource=info.subresource
+    )
+    with admission.serving(record):
+        if info.subresource == "scale":
+            return await scale.VERBS[info.verb](request, st, info, kind)
+        return await VERBS[info.verb](request, st, info, kind)

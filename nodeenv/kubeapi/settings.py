@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.state import ApiConfig
 from nodeenv.kubeapi.tokenwebhook import VERSIONS, parse_duration
 
@@ -102,6 +103,13 @@ _FLAGS = (
         "how long the webhook's answers (refusals too) are cached",
     ),
     ("--authentication-token-webhook-version", "KUBEAPI_TOKEN_WEBHOOK_VERSION", "v1", "TokenReview version"),
+    (
+        "--admission-control-config-file",
+        "KUBEAPI_ADMISSION_CONTROL_CONFIG_FILE",
+        "",
+        "kube-apiserver's AdmissionConfiguration file: the PodSecurity plugin's defaults and exemptions "
+        "(empty: privileged by default, no exemptions)",
+    ),
     ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
 )
 
@@ -122,6 +130,15 @@ def _count(flag: str, value: str) -> int:
     if n < 0:
         raise ValueError(f"{flag} must be 0 or more, not {value}")
     return n
+
+
+def _pod_security(path: str) -> PodSecurityConfig:
+    if not path:
+        return PodSecurityConfig()
+    try:
+        return PodSecurityConfig.load(Path(path))
+    except OSError as e:
+        raise ValueError(f"--admission-control-config-file {path}: {e.strerror}") from e
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
@@ -148,6 +165,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             else None,
             token_webhook_cache_ttl=parse_duration(a.authentication_token_webhook_cache_ttl),
             token_webhook_version=a.authentication_token_webhook_version,
+            pod_security=_pod_security(a.admission_control_config_file),
         )
         return KubeApiSettings(
             dir=Path(a.dir),

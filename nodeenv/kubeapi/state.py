@@ -12,6 +12,7 @@ from nodeenv.kubeapi.crud import Resources
 from nodeenv.kubeapi.errors import ApiError, from_code
 from nodeenv.kubeapi.kinds import Registry
 from nodeenv.kubeapi.metrics import Metrics
+from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.rbac import Authorizer
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.store import Store
@@ -47,6 +48,8 @@ class ApiConfig:
     """--authentication-token-webhook-cache-ttl, seconds (kube-apiserver's default 2m)"""
     token_webhook_version: str = "v1"
     """--authentication-token-webhook-version"""
+    pod_security: PodSecurityConfig = field(default_factory=PodSecurityConfig)
+    """The PodSecurity admission plugin's defaults and exemptions (default: privileged, none)."""
 
 
 @dataclass(kw_only=True)
@@ -98,7 +101,11 @@ class ApiState:
         self.metrics = Metrics(self.store)
         self.views = Views(self.registry)
         self.resources = Resources(
-            self.store, self.registry, self.config.service_cidr, quotas=self.config.enforce_quota
+            self.store,
+            self.registry,
+            self.config.service_cidr,
+            quotas=self.config.enforce_quota,
+            pod_security=self.config.pod_security,
         )
         self.resources.bootstrap()
         if self.config.enforce_rbac:

@@ -10,16 +10,18 @@ removes what was made):
    listens: the node reaches it directly and pods over PrismNET (their egress leaves through the
    management port to the node), standing in for the `kubernetes` Service kube-proxy would serve;
 3. the API double (`python -m nodeenv.kubeapi`) on that address, its admin kubeconfig in the run dir,
+   with k3s's PodSecurity configuration (daemonsets/k3s/pod-security.yaml: Baseline by default), and
    bearer tokens through the iam-webhook pod (at 127.0.0.1:3000 on the host network, the kubeconfig
    `iam-webhook gen-dev-pki` writes) as k3s's kube-apiserver (one node only: on N nodes the pod
    listens in a node's namespace, out of the double's reach);
 4. as README "Install" has the admin do: the external-snapshotter CRDs, `kubectl apply -k <overlay>`,
    k8shost-config's OVN endpoints at this node (OVS's Python library resolves no host names in the
    image) and OVS_DATAPATH_TYPE (netdev without the openvswitch kernel module), and the webhook's
-   Secrets from `iam-webhook gen-dev-pki`; PlasmaCloud's LightningStor VolumeService (the faithful
-   stand-in `python -m nodeenv.lightningstor`, loop devices on this machine) on the API's address,
-   named in lightningstor-csi-config, so the CSI pods (their sidecars stood in for by the runner,
-   nodeenv/kubelet/sidecars/) serve PVCs;
+   Secrets from `iam-webhook gen-dev-pki`, the Secret plasmacloud-credentials (PlasmaCloud's CA and
+   the platform's IAM token, a DEVELOPMENT PKI: nodeenv/plasmacloud_auth.py); PlasmaCloud's
+   LightningStor VolumeService (the faithful stand-in `python -m nodeenv.lightningstor`, TLS and IAM
+   tokens only, loop devices on this machine) on the API's address, named in lightningstor-csi-config,
+   so the CSI pods (their sidecars stood in for by the runner, nodeenv/kubelet/sidecars/) serve PVCs;
 5. the runner (`python -m nodeenv.kubelet run`) detached, hostPaths and the CNI dirs under
    `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's --cluster-dns (its ClusterIP is
    an OVN load balancer the booted fiberlb-controller programs, to flashdns-controller's pods);
@@ -55,12 +57,15 @@ from nodeenv.kubeapi.snapshot_crds import snapshot_crds
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
+from nodeenv.plasmacloud_auth import ensure_dev_pki
 
 API_ADDRESS = "198.18.0.1"
 """RFC 2544's benchmarking range: nothing on a node uses it."""
 API_LINK, API_PEER = "k8sh-api0", "k8sh-api1"
 NS = "kube-system"
 ROOT = Path(__file__).parents[2]
+POD_SECURITY = ROOT / "daemonsets" / "k3s" / "pod-security.yaml"
+"""kube-apiserver's --admission-control-config-file on k3s: the double enforces the same defaults"""
 Obj = dict[str, Any]
 
 
@@ -169,6 +174,7 @@ def apply_overlay(s: BootSettings, work: Path, servers: list[str]) -> None:
     crds.write_text(yaml.safe_dump_all(snapshot_crds()))
     kubectl(s, "apply", "-f", str(crds))
     webhook_secrets(s, work / "webhook-pki")
+    plasmacloud_secret(s)
     data = {
         "OVN_NB_DB": ",".join(f"tcp:{a}:6641" for a in servers),
         "OVN_SB_DB": ",".join(f"tcp:{a}:6642" for a in servers),
@@ -221,6 +227,17 @@ def webhook_secrets(s: BootSettings, pki: Path) -> None:
     )
 
 
+SERVER_NAME = "lightningstor.plasmacloud.internal"
+
+
+def plasmacloud_secret(s: BootSettings) -> None:
+    """PlasmaCloud's CA and the platform's IAM token as the Secret the CSI pods, the controllers and
+    the agents mount (daemonsets/csi/config.yaml), from this boot's DEVELOPMENT PlasmaCloud PKI."""
+    pki = ensure_dev_pki(s.run_dir / "plasmacloud-pki")
+    kubectl(s, "-n", NS, "create", "secret", "generic", "plasmacloud-credentials",
+            f"--from-file=ca.crt={pki.ca}", f"--from-file=token={pki.token}")  # fmt: skip
+
+
 def boot(s: BootSettings, env: Mapping[str, str]) -> int:
     problems = preflight(s, env)
     if problems:
@@ -264,6 +281,7 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     hook = webhook_pki(s.run_dir / "webhook-pki")["kubeconfig"]
     argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", s.api_address,
             "--port", str(s.api_port), "--port-file", str(port_file),
+            "--admission-control-config-file", str(POD_SECURITY),
             "--authentication-token-webhook-config-file", hook]  # fmt: skip
     _, proc = start_foreground(
         "kubeapi", argv, s.run_dir / "kubeapi.log", {**env, "PYTHONPATH": str(ROOT)}, table
@@ -289,13 +307,14 @@ def start_volume_service(s: BootSettings, env: Mapping[str, str], host: str, nod
     port_file.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "nodeenv.lightningstor", "--root",
             str(s.run_dir / "lightningstor"), "--host", host, "--nodes", ",".join(nodes),
-            "--port-file", str(port_file)]  # fmt: skip
+            "--port-file", str(port_file), "--pki", str(s.run_dir / "plasmacloud-pki")]  # fmt: skip
     py_env = {**env, "PYTHONPATH": str(ROOT)}
     _, proc = start_foreground("lightningstor", argv, s.run_dir / "lightningstor.log", py_env, s.table(),
                                netns, host_mounts=True)  # fmt: skip
     wait_until(port_file.exists, "the LightningStor VolumeService", 30, proc)
     endpoint = json.loads(port_file.read_text())["endpoint"]
-    patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint}})
+    # the pods dial an address; the service's certificate names lightningstor.plasmacloud.internal
+    patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint, "PLASMACLOUD_SERVER_NAME": SERVER_NAME}})
     kubectl(s, "-n", NS, "patch", "configmap", "lightningstor-csi-config", "--type=merge", "-p", patch)
     say(f"LightningStor VolumeService at {endpoint} (log {s.run_dir / 'lightningstor.log'})")
 

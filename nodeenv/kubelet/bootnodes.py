@@ -64,7 +64,8 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     port_file.unlink(missing_ok=True)
     also = f"{nodes.underlay.netns}={nodes.central_address}:{API_PORT}"
     argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", "127.0.0.1",
-            "--port", str(s.api_port), "--port-file", str(port_file), "--also-listen", also]  # fmt: skip
+            "--port", str(s.api_port), "--port-file", str(port_file), "--also-listen", also,
+            "--admission-control-config-file", str(boot.POD_SECURITY)]  # fmt: skip
     py_env = {**env, "PYTHONPATH": str(boot.ROOT)}
     _, proc = start_foreground("kubeapi", argv, s.run_dir / "kubeapi.log", py_env, table)
     wait_until(port_file.exists, "the API double", 30, proc)

@@ -10,6 +10,8 @@ from nodeenv.scenarios import (
     kubeapi,
     node_failure,
     ovn_alive,
+    plasmacloud,
+    pod_security,
     podman,
     spec_times,
     tenancy,
@@ -18,6 +20,7 @@ from nodeenv.scenarios import (
 
 SCENARIOS = (
     ovn_alive, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy, escapes,
+    pod_security, plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip

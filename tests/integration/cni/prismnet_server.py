@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-from concurrent import futures
 from dataclasses import dataclass, field
 
 import grpc
 
+from nodeenv.plasmacloud_auth import DevPki
 from protos import prismnet_pb2, prismnet_pb2_grpc
 
 
@@ -107,10 +107,11 @@ class FakePrismnet(prismnet_pb2_grpc.NetworkServiceServicer):
             return {a.container_id: a.ip_address for sw in self._switches.values() for a in sw.used.values()}
 
 
-def serve(path: str) -> tuple[grpc.Server, FakePrismnet]:
+def serve(path: str, pki: DevPki) -> tuple[grpc.Server, FakePrismnet]:
+    """TLS and IAM tokens only, as PrismNET."""
     fake = FakePrismnet()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    server, _ = pki.server(workers=8)
     prismnet_pb2_grpc.add_NetworkServiceServicer_to_server(fake, server)
-    server.add_insecure_port(f"unix:{path}")
+    pki.add_port(server, f"unix:{path}")
     server.start()
     return server, fake

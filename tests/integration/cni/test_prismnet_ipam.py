@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
 
+from nodeenv.plasmacloud_auth import DevPki
+from protos import prismnet_pb2_grpc
 from tests.integration.cni.conftest import Agent, Pods, ping, pod_ip
 from tests.integration.cni.prismnet_server import FakePrismnet, serve
 
 
 @pytest.fixture
-def prismnet(short_tmp: Path) -> Iterator[tuple[str, FakePrismnet]]:
+def prismnet(short_tmp: Path, plasmacloud_pki: DevPki) -> Iterator[tuple[str, FakePrismnet]]:
     path = short_tmp / f"prismnet-{os.getpid()}.sock"
-    server, fake = serve(str(path))
+    server, fake = serve(str(path), plasmacloud_pki)
     yield f"unix:{path}", fake
     server.stop(grace=None)
     path.unlink(missing_ok=True)
@@ -69,3 +73,25 @@ def test_grpc_ipam_unreachable_is_try_again(agent: Agent, pods: Pods, short_tmp:
         {**conflist["plugins"][0], "name": "prismnet", "cniVersion": "1.1.0"},
     )
     assert status.rc == 1 and status.out["code"] == 50 and "unreachable" in status.out["details"]
+
+
+def test_grpc_ipam_over_plaintext_is_refused(agent: Agent, pods: Pods, short_tmp: Path) -> None:
+    """A PrismNET that speaks plaintext (or anything the pinned CA did not sign) gets no call: the
+    agent's TLS handshake fails and the ADD is TryAgainLater, nothing allocated."""
+    path = short_tmp / f"prismnet-plain-{os.getpid()}.sock"
+    fake = FakePrismnet()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    prismnet_pb2_grpc.add_NetworkServiceServicer_to_server(fake, server)
+    server.add_insecure_port(f"unix:{path}")
+    server.start()
+    try:
+        plugin = {**agent.conflist["plugins"][0], "prismnetEndpoint": f"unix:{path}"}  # type: ignore[index]
+        _, netns = pods.netns()
+        call = agent.runtime({**agent.conflist, "plugins": [plugin]}).add(
+            "grpcplain" + "0" * 16, netns, args="K8S_POD_NAMESPACE=x;K8S_POD_NAME=y"
+        )
+        assert call.rc == 1 and call.out["code"] == 11, call.out
+        assert fake.allocated() == {}
+    finally:
+        server.stop(grace=None)
+        path.unlink(missing_ok=True)

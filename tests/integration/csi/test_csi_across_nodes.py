@@ -19,6 +19,7 @@ import grpc
 import pytest
 
 from nodeenv.lightningstor import FakeVolumeService, serve
+from nodeenv.plasmacloud_auth import DevPki
 from protos import csi_pb2
 from tests.conftest import require_root
 from tests.integration.csi.conftest import (
@@ -66,11 +67,12 @@ class TwoNodes:
 
 
 @pytest.fixture
-def nodes() -> Iterator[TwoNodes]:
+def nodes(plasmacloud_pki: DevPki) -> Iterator[TwoNodes]:
     require_root()
     root = make_root()
-    server, service, endpoint = serve(root / "ls", nodes=["node-a", "node-b"])
-    backend = ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint]
+    server, service, endpoint = serve(root / "ls", ["node-a", "node-b"], plasmacloud_pki)
+    backend = ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint,
+               *plasmacloud_pki.client_flags()]  # fmt: skip
     a = Driver(root / "a", backend, node_id="node-a")
     b = Driver(root / "b", ["--mode", "node", *backend], node_id="node-b")
     started: list[Driver] = []

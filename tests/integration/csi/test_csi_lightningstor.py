@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from nodeenv.lightningstor import FakeVolumeService, serve
+from nodeenv.plasmacloud_auth import DevPki
 from protos import csi_pb2
 from tests.conftest import require_root
 from tests.integration.csi.conftest import (
@@ -35,11 +36,12 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture
-def ls_driver() -> Iterator[tuple[Driver, FakeVolumeService]]:
+def ls_driver(plasmacloud_pki: DevPki) -> Iterator[tuple[Driver, FakeVolumeService]]:
     require_root()
     root = make_root()
-    server, service, endpoint = serve(root / "ls", nodes=[NODE_ID])
-    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint])
+    server, service, endpoint = serve(root / "ls", [NODE_ID], plasmacloud_pki)
+    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint,
+                      *plasmacloud_pki.client_flags()])  # fmt: skip
     try:
         d.start()
         yield d, service
@@ -141,11 +143,12 @@ def test_lightningstor_errors_map_to_csi_codes(ls_driver: tuple[Driver, FakeVolu
     c.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
 
 
-def test_probe_is_not_ready_while_lightningstor_is_down() -> None:
+def test_probe_is_not_ready_while_lightningstor_is_down(plasmacloud_pki: DevPki) -> None:
     require_root()
     root = make_root()
-    server, _, endpoint = serve(root / "ls", nodes=[NODE_ID])
-    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint])
+    server, _, endpoint = serve(root / "ls", [NODE_ID], plasmacloud_pki)
+    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint,
+                      *plasmacloud_pki.client_flags()])  # fmt: skip
     try:
         d.start()
         server.stop(None)
@@ -192,3 +195,35 @@ def test_mutable_parameters_and_get_snapshot_reach_the_volume_service(
     assert info.max_volumes_per_node == 0  # no loop devices of ours to count: unlimited
     driver.controller.DeleteSnapshot(csi_pb2.DeleteSnapshotRequest(snapshot_id=snap.snapshot_id))
     driver.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+
+
+def test_a_refused_token_is_unauthenticated_to_the_sidecars_and_a_renewed_one_is_used(
+    plasmacloud_pki: DevPki,
+) -> None:
+    """LightningStor refuses the driver's token: CreateVolume answers UNAUTHENTICATED with the
+    service's reason and the token file's path (no INTERNAL, no traceback in the driver's log);
+    the renewed token is used on the next call, the driver not restarted."""
+    require_root()
+    root = make_root()
+    server, service, endpoint = serve(root / "ls", [NODE_ID], plasmacloud_pki)
+    token = root / "token"
+    token.write_text(plasmacloud_pki.mint())
+    creds = ["--plasmacloud-ca", str(plasmacloud_pki.ca), "--plasmacloud-token-file", str(token)]
+    d = Driver(root, ["--backend", "lightningstor", "--lightningstor-endpoint", endpoint, *creds])
+    try:
+        d.start()
+        token.write_text(plasmacloud_pki.mint(audience="somebody-else"))
+        with pytest.raises(grpc.RpcError) as e:
+            d.controller.CreateVolume(create_req("pvc-refused", 64 * MIB))
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert "not for audience plasmacloud" in e.value.details()
+        assert str(token) in e.value.details()
+        assert "CreateVolume" not in service.calls
+        token.write_text(plasmacloud_pki.mint())
+        assert d.controller.CreateVolume(create_req("pvc-accepted", 64 * MIB)).volume.volume_id
+        log = (root / "driver.log").read_text()
+        assert "Traceback" not in log and plasmacloud_pki.token.read_text() not in log
+    finally:
+        d.stop()
+        server.stop(None)
+        teardown_root(root)

@@ -18,6 +18,7 @@ import pytest
 from nodeenv.image.store import ImageStore
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.runner import Runner, RunnerSettings
+from nodeenv.plasmacloud_auth import DevPki
 from tests.conftest import require_root
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubeapi.test_kubeapi_overlay import OVERLAY, install_crds
@@ -51,12 +52,15 @@ def webhook_secrets(api: KubeApiHandle, pki: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def applied(kube_api: KubeApiHandle, tmp_path: Path) -> Path:
+def applied(kube_api: KubeApiHandle, tmp_path: Path, plasmacloud_pki: DevPki) -> Path:
     require_root()
     install_crds(kube_api, tmp_path)
     kubectl(kube_api, "apply", "-k", str(OVERLAY))
     pki = tmp_path / "pki"
     webhook_secrets(kube_api, pki)
+    pc = plasmacloud_pki
+    kubectl(kube_api, "-n", NS, "create", "secret", "generic", "plasmacloud-credentials",
+            f"--from-file=ca.crt={pc.ca}", f"--from-file=token={pc.token}")  # fmt: skip
     return pki
 
 

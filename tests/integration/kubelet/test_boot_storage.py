@@ -25,9 +25,11 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 
 from nodeenv.kubeapi.state import ApiConfig
+from nodeenv.kubelet.boot import SERVER_NAME
 from nodeenv.kubelet.rootdir import mounts_under
 from nodeenv.kubelet.sandbox import node_cni
 from nodeenv.lightningstor import serve
+from nodeenv.plasmacloud_auth import DevPki
 from tests.cni_agent_fixture import Agent
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubelet.conftest import NS, pods, wait_for
@@ -53,11 +55,12 @@ def kube_api(agent: Agent, tmp_path: Path, kube_api_config: ApiConfig) -> Iterat
 
 
 @pytest.fixture
-def backend(agent: Agent, short_tmp: Path) -> Iterator[tuple[Any, Path, str]]:
+def backend(agent: Agent, short_tmp: Path, plasmacloud_pki: DevPki) -> Iterator[tuple[Any, Path, str]]:
     """The LightningStor fake on the management address (set up before the runner, stopped after it:
-    the runner's teardown detaches through it)."""
+    the runner's teardown detaches through it), TLS and IAM tokens only: the CSI pods present the
+    plasmacloud-credentials Secret (`applied`)."""
     root = short_tmp / f"ls-{uuid.uuid4().hex[:6]}"
-    server, service, endpoint = serve(root, nodes=["node-1"], host=management_ip(agent))
+    server, service, endpoint = serve(root, ["node-1"], plasmacloud_pki, host=management_ip(agent))
     yield service, root, endpoint
     server.stop(None)
     for device in _loops_of(root):  # only after a failure: the fake's own loop devices
@@ -153,7 +156,7 @@ def test_pvc_through_kubectl_on_the_booted_csi_pods(
     service, ls_root, endpoint = backend
     workloads = ("deployment.apps/lightningstor-csi-controller", "daemonset.apps/lightningstor-csi-node")
     keep_only(kube_api, workloads, replicas=2)  # the overlay's two controllers: their sidecars elect leaders
-    patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint}})
+    patch = json.dumps({"data": {"LIGHTNINGSTOR_ENDPOINT": endpoint, "PLASMACLOUD_SERVER_NAME": SERVER_NAME}})
     kubectl(kube_api, "-n", NS, "patch", "configmap", "lightningstor-csi-config", "--type=merge", "-p", patch)
     runner = runner_factory(cni=node_cni(agent.env), sandbox_retry=1.0)
     _csi_pods_ready(kube_api)

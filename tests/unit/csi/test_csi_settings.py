@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from common.plasmacloud_grpc import PlasmaCloudAuth
 from csi.settings import CsiSettings, split_host_port
 
 
@@ -32,6 +33,7 @@ def test_defaults() -> None:
     [
         ["--endpoint", "tcp://1.2.3.4:5"],
         ["--backend", "lightningstor"],
+        ["--backend", "lightningstor", "--lightningstor-endpoint", "x:1"],  # no CA and IAM token: refused
         ["--max-volumes-per-node", "-1"],
     ],
 )
@@ -72,8 +74,10 @@ def test_max_volumes_auto_default_and_qos_cgroup_fallbacks() -> None:
     s = CsiSettings.from_args([], {})
     assert s.max_volumes_per_node is None and s.qos_cgroup == "auto"
     assert s.resolved_max_volumes(4096) == 4096  # local backend: the loop devices the node holds
-    ls = CsiSettings.from_args(["--backend", "lightningstor", "--lightningstor-endpoint", "x:1"], {})
+    creds = {"PLASMACLOUD_CA": "/pc/ca.crt", "PLASMACLOUD_TOKEN_FILE": "/pc/token"}
+    ls = CsiSettings.from_args(["--backend", "lightningstor", "--lightningstor-endpoint", "x:1"], creds)
     assert ls.resolved_max_volumes(4096) == 0
+    assert ls.plasmacloud == PlasmaCloudAuth(ca=Path("/pc/ca.crt"), token_file=Path("/pc/token"))
     env = {"CSI_MAX_VOLUMES_PER_NODE": "0", "CSI_QOS_CGROUP": "/sys/fs/cgroup/kubepods.slice"}
     s = CsiSettings.from_args([], env)
     assert s.resolved_max_volumes(4096) == 0 and s.qos_cgroup == "/sys/fs/cgroup/kubepods.slice"

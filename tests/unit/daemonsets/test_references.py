@@ -16,6 +16,7 @@ ADMIN_CREATED = {
     ("Secret", "iam-webhook-tls"),
     ("Secret", "iam-webhook-client-ca"),
     ("ConfigMap", "iam-webhook-keys"),
+    ("Secret", "plasmacloud-credentials"),  # PlasmaCloud's CA and IAM token (README "Install")
 }
 
 

@@ -16,6 +16,7 @@ from nodeenv.cni_component import CniComponent
 from nodeenv.daemons import unix_listening
 from nodeenv.fiberlb_routes import delete_host_routes, ensure_host_routes
 from nodeenv.node import Node
+from nodeenv.plasmacloud_auth import DevPki
 from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods
 from tests.integration.controllers.fiberlb.controller_harness import Admin
 from tests.integration.controllers.fiberlb.fake_fiberlb import FakeServer
@@ -65,8 +66,8 @@ def servers() -> Iterator[Servers]:
 
 
 @pytest.fixture
-def fiberlb() -> Iterator[FakeServer]:
-    s = FakeServer()
+def fiberlb(plasmacloud_pki: DevPki) -> Iterator[FakeServer]:
+    s = FakeServer(plasmacloud_pki)
     yield s
     s.stop()
 

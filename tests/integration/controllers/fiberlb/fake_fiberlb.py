@@ -13,11 +13,11 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import threading
-from concurrent import futures
 from typing import Any
 
 import grpc
 
+from nodeenv.plasmacloud_auth import DevPki
 from protos import fiberlb_pb2, fiberlb_pb2_grpc
 from tests.grpc_fake import CallLog
 
@@ -238,14 +238,18 @@ def _check_health(hc: Any, context: Any) -> None:
 
 
 class FakeServer:
-    """The fake on a free loopback port: `.endpoint` is "127.0.0.1:PORT"."""
+    """The fake on a free loopback port, TLS and IAM tokens only as FiberLB: `.endpoint` is
+    "127.0.0.1:PORT"."""
 
-    def __init__(self) -> None:
+    def __init__(self, pki: DevPki) -> None:
         self.fake = FakeFiberLB()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self._server, self.tokens = pki.server()
         fiberlb_pb2_grpc.add_LoadBalancerServiceServicer_to_server(self.fake, self._server)
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self.port = pki.add_port(self._server, "127.0.0.1:0")
         self.endpoint = f"127.0.0.1:{self.port}"
+        self.pki = pki
+        self.flags = ["--fiberlb-endpoint", self.endpoint, *pki.client_flags()]
+        """The controller's flags to reach this fake (endpoint, CA, IAM token file)."""
         self._server.start()
 
     def stop(self) -> None:

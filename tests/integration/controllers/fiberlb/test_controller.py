@@ -5,6 +5,7 @@ restart, bad input."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -27,7 +28,7 @@ FINALIZER = "service.kubernetes.io/load-balancer-cleanup"
 
 
 def flags(fiberlb: FakeServer, pool: str = "192.168.100.10-192.168.100.19", *extra: str) -> list[str]:
-    return ["--leader-elect=false", "--backend", "fiberlb", "--fiberlb-endpoint", fiberlb.endpoint,
+    return ["--leader-elect=false", "--backend", "fiberlb", *fiberlb.flags,
             "--external-ip-pool", pool, "--debounce", "0.05", *extra]  # fmt: skip
 
 
@@ -238,10 +239,30 @@ async def test_backend_errors_are_retried_and_reported(
         await ctrl.stop()
 
 
+async def test_a_refused_iam_token_is_an_event_and_a_renewed_one_is_retried(
+    kube_api: Any, admin: Admin, fiberlb: FakeServer, tmp_path: Path
+) -> None:
+    """FiberLB answers UNAUTHENTICATED (the token is for another audience): a BackendError Event on
+    the Service naming it, retried with backoff; the renewed token file is used, no restart."""
+    token = tmp_path / "token"
+    token.write_text(fiberlb.pki.mint(audience="somebody-else"))
+    argv = [*flags(fiberlb), "--plasmacloud-token-file", str(token)]
+    ctrl = await RunningController(kube_api, argv).start()
+    try:
+        await admin.create(service("web"))
+        refused = await until(lambda: admin.events("web", "BackendError"), bool)
+        assert "UNAUTHENTICATED" in refused[0]["note"] and "audience" in refused[0]["note"]
+        assert not fiberlb.fake.lbs
+        token.write_text(fiberlb.pki.mint())
+        await ip_of(admin, "web")
+    finally:
+        await ctrl.stop()
+
+
 async def test_without_a_pool_fiberlb_allocates_and_the_ip_stays(
     kube_api: Any, admin: Admin, fiberlb: FakeServer
 ) -> None:
-    argv = ["--leader-elect=false", "--backend", "fiberlb", "--fiberlb-endpoint", fiberlb.endpoint]
+    argv = ["--leader-elect=false", "--backend", "fiberlb", *fiberlb.flags]
     ctrl = await RunningController(kube_api, argv).start()
     try:
         await admin.create(service("web"))

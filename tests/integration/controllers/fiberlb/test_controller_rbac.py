@@ -42,7 +42,7 @@ async def test_the_manifests_rbac_is_enough(kube_api: Any, fiberlb: FakeServer) 
             if doc["kind"] in RBAC:
                 await admin.client.create(RBAC[doc["kind"]], doc)
         flags = ["--leader-elect=true", "--leader-elect-lease-namespace=kube-system", "--backend=fiberlb",
-                 "--fiberlb-endpoint", fiberlb.endpoint, "--external-ip-pool=192.168.100.10/32",
+                 *fiberlb.flags, "--external-ip-pool=192.168.100.10/32",
                  "--debounce=0.05"]  # fmt: skip
         ctrl = await RunningController(kube_api, flags).start()
         try:

@@ -27,7 +27,7 @@ async def test_follower_never_writes_and_takes_over_without_moving_ips(
     kube_api: Any, admin: Admin, fiberlb: FakeServer
 ) -> None:
     flags = ["--leader-elect=true", "--leader-elect-lease-namespace=kube-system",
-             "--leader-elect-retry-period=0.2", "--backend=fiberlb", "--fiberlb-endpoint", fiberlb.endpoint,
+             "--leader-elect-retry-period=0.2", "--backend=fiberlb", *fiberlb.flags,
              "--external-ip-pool=192.168.100.10-192.168.100.30", "--debounce=0.05"]  # fmt: skip
     a = await RunningController(kube_api, flags).start()
     b = None

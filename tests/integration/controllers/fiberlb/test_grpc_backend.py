@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
+from common.plasmacloud_grpc import secure_channel
 from controllers.fiberlb.annotations import HealthCheck, LbOptions
 from controllers.fiberlb.backend import BackendError
 from controllers.fiberlb.desired import Backend, DesiredLB, Listener
@@ -22,7 +23,7 @@ def server(fiberlb: FakeServer) -> FakeServer:
 
 @pytest.fixture
 def backend(server: FakeServer) -> Iterator[GrpcBackend]:
-    b = GrpcBackend(server.endpoint, org_id="org-1", project_id="p-1")
+    b = GrpcBackend(server.endpoint, server.pki.client_auth(), org_id="org-1", project_id="p-1")
     yield b
     b.close()
 
@@ -76,14 +77,19 @@ def test_create_update_delete(server: FakeServer, backend: GrpcBackend) -> None:
 
 def test_a_restarted_controller_adopts_by_name_and_by_id(server: FakeServer, backend: GrpcBackend) -> None:
     lb_id = backend.apply(desired(["10.0.0.1"])).id
-    fresh = GrpcBackend(server.endpoint, org_id="org-1", project_id="p-1")
+    fresh = GrpcBackend(server.endpoint, server.pki.client_auth(), org_id="org-1", project_id="p-1")
     try:
         assert fresh.services() == {"ns/web"}
         assert fresh.apply(desired(["10.0.0.1", "10.0.0.2"])).id == lb_id  # by name: no duplicate
         assert len(server.fake.lbs) == 1
         server.fake.calls.clear()
         annotated = LbOptions(load_balancer_id=lb_id)
-        assert GrpcBackend(server.endpoint).apply(desired(["10.0.0.2"], options=annotated)).id == lb_id
+        assert (
+            GrpcBackend(server.endpoint, server.pki.client_auth())
+            .apply(desired(["10.0.0.2"], options=annotated))
+            .id
+            == lb_id
+        )
         assert "ListLoadBalancers" not in server.fake.calls  # found through the annotation's id
     finally:
         fresh.close()
@@ -120,7 +126,7 @@ def test_errors_carry_the_status_code(server: FakeServer, backend: GrpcBackend) 
 def test_the_fake_answers_real_status_codes(server: FakeServer) -> None:
     from protos import fiberlb_pb2, fiberlb_pb2_grpc
 
-    stub = fiberlb_pb2_grpc.LoadBalancerServiceStub(grpc.insecure_channel(server.endpoint))
+    stub = fiberlb_pb2_grpc.LoadBalancerServiceStub(secure_channel(server.endpoint, server.pki.client_auth()))
     lb = stub.CreateLoadBalancer(fiberlb_pb2.CreateLoadBalancerRequest(name="a"))
     assert lb.external_ip  # allocated by the server when none is given
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import threading
-from concurrent import futures
 from typing import Any
 
 import grpc
 
+from nodeenv.plasmacloud_auth import DevPki
 from protos import flashdns_pb2, flashdns_pb2_grpc
 from tests.grpc_fake import CallLog
 
@@ -139,16 +139,24 @@ class FakeFlashDns(CallLog, flashdns_pb2_grpc.DNSServiceServicer):
 
 
 class FakeServer:
-    def __init__(self) -> None:
+    """TLS and IAM tokens only, as FlashDNS."""
+
+    def __init__(self, pki: DevPki) -> None:
         self.service = FakeFlashDns()
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server, self.tokens = pki.server()
         flashdns_pb2_grpc.add_DNSServiceServicer_to_server(self.service, self.server)
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = pki.add_port(self.server, "127.0.0.1:0")
+        self.pki = pki
         self.server.start()
 
     @property
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The controller's flags to reach this fake (endpoint, CA, IAM token file)."""
+        return ("--flashdns-endpoint", self.endpoint, *self.pki.client_flags())
 
     def stop(self) -> None:
         self.server.stop(0)

@@ -15,6 +15,7 @@ from controllers.flashdns.grpc_backend import GrpcBackend
 from controllers.flashdns.records import Record
 from controllers.flashdns.settings import FlashDnsSettings
 from controllers.machinery import EVENTS, SERVICES
+from nodeenv.plasmacloud_auth import DevPki
 from tests.integration.controllers.flashdns.fake_flashdns import FakeServer
 from tests.integration.controllers.flashdns.flashdns_kit import SA, flashdns_controller, service
 from tests.integration.controllers.machinery_kit import client_for, eventually
@@ -31,15 +32,19 @@ WEB_RECORDS = frozenset(
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeServer]:
-    server = FakeServer()
+def fake(plasmacloud_pki: DevPki) -> Iterator[FakeServer]:
+    server = FakeServer(plasmacloud_pki)
     yield server
     server.stop()
 
 
 @pytest.fixture
 async def backend(fake: FakeServer) -> AsyncIterator[GrpcBackend]:
-    b = GrpcBackend(FlashDnsSettings(backend="flashdns", flashdns_endpoint=fake.endpoint))
+    b = GrpcBackend(
+        FlashDnsSettings(
+            backend="flashdns", flashdns_endpoint=fake.endpoint, plasmacloud=fake.pki.client_auth()
+        )
+    )
     await b.start()
     yield b
     await b.stop()
@@ -113,7 +118,11 @@ async def test_restart_adopts_and_deletes_nothing_that_stays(backend: GrpcBacken
     await backend.replace(OWNER, WEB_RECORDS)
     before = dict(fake.service.records)
     fake.service.calls.clear()
-    again = GrpcBackend(FlashDnsSettings(backend="flashdns", flashdns_endpoint=fake.endpoint))
+    again = GrpcBackend(
+        FlashDnsSettings(
+            backend="flashdns", flashdns_endpoint=fake.endpoint, plasmacloud=fake.pki.client_auth()
+        )
+    )
     await again.start()
     await again.replace(OWNER, WEB_RECORDS)
     await again.stop()
@@ -148,7 +157,7 @@ async def test_controller_with_the_flashdns_backend_writes_and_resyncs(
     async with client_for(kube_api.kubeconfig) as c:
         created = await c.create(SERVICES, service("api"))
         ip = created["spec"]["clusterIP"]
-        args = ("--backend", "flashdns", "--flashdns-endpoint", fake.endpoint, "--resync-interval", "0.5")
+        args = ("--backend", "flashdns", *fake.flags, "--resync-interval", "0.5")
         async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, *args):
             svc = fake.service
             await eventually(lambda: bool(svc.find(name="api.default.svc", value=ip)), what="the A record")
@@ -166,7 +175,7 @@ async def test_two_replicas_only_the_leader_writes_and_the_follower_takes_over(
 ) -> None:
     lease = ("--leader-elect=true", "--leader-elect-lease-duration", "2", "--leader-elect-renew-deadline",
              "1.5", "--leader-elect-retry-period", "0.2", "--backend", "flashdns",
-             "--flashdns-endpoint", fake.endpoint, "--resync-interval", "0.5")  # fmt: skip
+             *fake.flags, "--resync-interval", "0.5")  # fmt: skip
     svc = fake.service
     async with client_for(kube_api.kubeconfig) as c, AsyncExitStack() as second_stack:
         created = await c.create(SERVICES, service("ha"))
@@ -193,7 +202,7 @@ async def test_a_failed_write_is_a_warning_event_on_the_service_and_the_retry_la
 ) -> None:
     async with client_for(kube_api.kubeconfig) as c:
         await c.create(SERVICES, service("first"))
-        args = ("--backend", "flashdns", "--flashdns-endpoint", fake.endpoint)
+        args = ("--backend", "flashdns", *fake.flags)
         async with flashdns_controller(kube_api.kubeconfig_for(SA), tmp_path, *args):
             svc = fake.service
             await eventually(lambda: bool(svc.find(name="first.default.svc")), what="the first records")

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from common.plasmacloud_grpc import PlasmaCloudAuth
 from controllers.fiberlb.main import app
 from controllers.fiberlb.settings import FiberlbSettings, add_arguments
 from controllers.fiberlb.status import CONDITION, condition_differs, merged_conditions
@@ -15,13 +18,15 @@ def settings(argv: list[str], env: dict[str, str] | None = None) -> FiberlbSetti
 
 
 def test_flags_and_env_fallbacks() -> None:
-    s = settings(["--external-ip-pool", "10.0.0.0/24", "--default-class", "--backend", "fiberlb"])
+    creds = {"PLASMACLOUD_CA": "/pc/ca.crt", "PLASMACLOUD_TOKEN_FILE": "/pc/token"}
+    s = settings(["--external-ip-pool", "10.0.0.0/24", "--default-class", "--backend", "fiberlb"], creds)
     assert (s.external_ip_pool, s.default_class, s.backend, s.debounce) == (
         "10.0.0.0/24",
         True,
         "fiberlb",
         0.1,
     )
+    assert s.plasmacloud == PlasmaCloudAuth(ca=Path("/pc/ca.crt"), token_file=Path("/pc/token"))
     env = {"FIBERLB_EXTERNAL_IP_POOL": "10.1.0.1-10.1.0.9", "FIBERLB_DEFAULT_CLASS": "true",
            "FIBERLB_OVN_NB_DB": "tcp:1.2.3.4:6641", "FIBERLB_DEBOUNCE": "0.5"}  # fmt: skip
     s = settings([], env)
@@ -37,6 +42,7 @@ def test_flags_and_env_fallbacks() -> None:
         ([], "--external-ip-pool is required"),
         (["--external-ip-pool", "nope"], "bad external IP pool"),
         (["--external-ip-pool", "10.0.0.0/24", "--debounce", "100"], "--debounce"),
+        (["--backend", "fiberlb"], "TLS with an IAM token only"),
     ],
 )
 def test_bad_flags(argv: list[str], message: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from common.plasmacloud_grpc import PlasmaCloudAuth
 from controllers.flashdns.embedded_backend import upstreams
 from controllers.flashdns.forwarder import Upstream, upstreams_from_resolv_conf
 from controllers.flashdns.settings import FlashDnsSettings, add_arguments
@@ -20,11 +21,17 @@ def parse(argv: list[str], env: dict[str, str] | None = None) -> FlashDnsSetting
 
 def test_defaults_flags_and_env() -> None:
     assert parse([]) == FlashDnsSettings()
-    s = parse(["--dns-ttl", "10", "--backend", "flashdns"], {"FLASHDNS_CLUSTER_DOMAIN": "corp.local"})
+    creds = {"PLASMACLOUD_CA": "/pc/ca.crt", "PLASMACLOUD_TOKEN_FILE": "/pc/token"}
+    s = parse(
+        ["--dns-ttl", "10", "--backend", "flashdns"], {"FLASHDNS_CLUSTER_DOMAIN": "corp.local", **creds}
+    )
     assert (s.dns_ttl, s.backend, s.cluster_domain) == (10, "flashdns", "corp.local")
+    assert s.plasmacloud == PlasmaCloudAuth(ca=Path("/pc/ca.crt"), token_file=Path("/pc/token"))
 
 
-@pytest.mark.parametrize("argv", [["--backend", "bind"], ["--cluster-domain", "."], ["--dns-ttl", "-1"]])
+@pytest.mark.parametrize(
+    "argv", [["--backend", "bind"], ["--cluster-domain", "."], ["--dns-ttl", "-1"], ["--backend", "flashdns"]]
+)
 def test_bad_values_are_refused(argv: list[str]) -> None:
     with pytest.raises(ValueError):
         parse(argv)
