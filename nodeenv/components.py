@@ -16,9 +16,9 @@ from nodeenv.webhook_component import WebhookComponent
 
 def default_components(settings: NodeSettings) -> list[Component]:
     components: list[Component] = [OvnStack()]
-    components.append(KubeApiComponent())  # writes KUBECONFIG for the controllers after it
+    components.append(WebhookComponent())  # before the API double, which sends it TokenReviews
+    components.append(KubeApiComponent(token_webhook=True))  # writes KUBECONFIG for the controllers after it
     components.append(CniComponent())
-    components.append(WebhookComponent())
     components.append(CsiComponent())
     components.append(FlashDnsComponent())  # the cluster DNS the CNI names (10.96.0.10)
     components.append(FiberlbComponent())  # after the CNI: routes to the VIPs via its management port

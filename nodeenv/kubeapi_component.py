@@ -9,6 +9,10 @@ kube-system:fiberlb-controller",))` writes `<run>/kubeapi/users/<name>.kubeconfi
 cluster's underlay, where its nodes reach it; nodeenv/cluster/control.py): node.env then gains
 NODES_KUBECONFIG (an admin kubeconfig naming that URL) and NODES_KUBE_API_URL.
 
+`token_webhook=True` (node-up's, cluster mode's): bearer tokens go to the IAM webhook started before
+it (WEBHOOK_KUBECONFIG, as kube-apiserver's `--authentication-token-webhook-config-file`), and RBAC is
+enforced, so a minted IAM token is authorized as that user (the admin's static token still is admin).
+
 `audit_log=True` makes it write every request to `<run>/kubeapi/audit.log` as kube-apiserver's
 `--audit-log-path` does (node.env: KUBE_AUDIT_LOG; read it with nodeenv/kubeapi/auditlog.py).
 """
@@ -31,9 +35,10 @@ class KubeApiComponent:
         users: tuple[str, ...] = (),
         also_listen: str = "",
         audit_log: bool = False,
+        token_webhook: bool = False,
     ) -> None:
         self.service_cidr, self.users, self.also_listen = service_cidr, users, also_listen
-        self.audit_log = audit_log
+        self.audit_log, self.token_webhook = audit_log, token_webhook
 
     def start(self, node: Node) -> dict[str, str]:
         kdir = node.path("kubeapi", "x").parent
@@ -45,6 +50,9 @@ class KubeApiComponent:
             "--user", ",".join(self.users), "--also-listen", self.also_listen,
             "--audit-log-path", str(kdir / "audit.log") if self.audit_log else "",
         ]  # fmt: skip
+        if self.token_webhook:
+            argv += ["--authentication-token-webhook-config-file", node.endpoints["WEBHOOK_KUBECONFIG"],
+                     "--enforce-rbac", "true"]  # fmt: skip
         # the daemon gets its whole configuration from argv, never from stray KUBEAPI_* variables
         env = {k: v for k, v in node.process_env().items() if not k.startswith("KUBEAPI_")}
         _, proc = start_foreground("kubeapi", argv, kdir / "kubeapi.log", env, node.daemons)

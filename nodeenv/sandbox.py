@@ -8,8 +8,8 @@ clusters:
   service (the double, nodeenv/lightningstor.py; `control/store/`), one for the cluster, and
   each node's CSI plugin on it, so a volume written on one node is attached to another;
 - `sandbox/`: what the scenario needs besides the cluster, in this namespace against the API double
-  on loopback: the IAM webhook and project-controller (the cluster runs node-controller, fiberlb-
-  and netpol-controller as replicas on node1 and node2).
+  on loopback: project-controller (the cluster runs the IAM webhook the double authenticates tokens
+  through, and node-controller, fiberlb- and netpol-controller as replicas on node1 and node2).
 
 Then the scenario's parts in order, each step naming the node(s) it ran on, and everything stopped
 again (by PID; the cluster's namespaces by name). `--nodes 1` is the single-node environment
@@ -35,7 +35,6 @@ from nodeenv.plasmacloud_auth import ensure_dev_pki
 from nodeenv.projects_component import ProjectsComponent
 from nodeenv.scenario import Place, Scenario
 from nodeenv.scenarios import SCENARIOS
-from nodeenv.webhook_component import WebhookComponent
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = REPO / ".run-sandbox"
@@ -104,11 +103,7 @@ class ClusterSandbox:
         first, store = self.cluster.nodes[0].env, self.cluster.control.endpoints
         stored = {k: v for k, v in store.items() if k.startswith(("LIGHTNINGSTOR_", "PLASMACLOUD_"))}
         given = {**env, **{k: first[k] for k in ("CLUSTER_DNS_IP", "CLUSTER_DOMAIN")}, **stored}
-        self.control.components = [
-            Given(given),
-            WebhookComponent(),
-            ProjectsComponent(),
-        ]
+        self.control.components = [Given(given), ProjectsComponent()]
         self.control.up()
 
     def places(self) -> list[Place]:

@@ -24,6 +24,7 @@ from nodeenv.ovn_stack import OvnStack, missing_prerequisites
 
 pytest_plugins = [
     "tests.kubeapi_fixture",  # the `kube_api` fixture: the Kubernetes API double
+    "tests.iam_fixture",  # the `iam` fixture: the IAM webhook as the double's token authenticator
     "tests.cni_agent_fixture",  # the `agent` fixture: PrismNET's agent on the session's OVN node
     "tests.rbac_coverage",  # controllers' recorded requests checked against daemonsets/ RBAC
     "tests.plasmacloud_fixture",  # `plasmacloud_pki`: the PlasmaCloud service doubles' TLS and IAM key

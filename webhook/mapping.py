@@ -5,7 +5,7 @@
 | user (id)       | user-<uuid> (= sub)   | org:<org_id>, project:<project_id>, system:authenticated  |
 | service account | sa-<name>@<project>   | org:<org_id>, project:<project_id>, system:serviceaccounts|
 | org admin       | its email / user id   | the user's groups + project:<p> for every p in `projects` |
-|                 |                       | + k8s:org-admin                                           |
+|                 |                       | + org:<org_id>:admin + k8s:org-admin                      |
 
 Decisions where the table is silent:
 * A token is a service account's when its `principal_type` claim is `service_account`; its
@@ -13,9 +13,15 @@ Decisions where the table is silent:
 * The email becomes the username only when `email_verified` is JSON `true`; otherwise the
   user is named by id. A `sub` without the `user-` prefix gets it (`abc` → `user-abc`).
 * "Org admin" is the role `org_admin` in `roles`; `<all_projects>` is the optional
-  `projects` claim (a list) plus `project_id`.
+  `projects` claim (a list) plus `project_id`. Only an org admin gets `org:<org_id>:admin`, the group
+  project-controller binds the org-admin Role to: `org:<org_id>`, which every member of the org has,
+  grants nothing in a project namespace (issue 31: it made every org member admin of every project).
+* A project viewer (the role `project_viewer` in `roles`, without `org_admin`) gets
+  `project:<project_id>:viewer` instead of `project:<project_id>`, so the project-viewer binding
+  means something; without that role a user is a project member (`project:<project_id>`).
 * uid is always `sub`; extra carries org_id, project_id and roles when present.
-* Anything the token controls that would yield a `system:` username or group is refused.
+* Anything the token controls that would yield a `system:` username or group is refused, and so
+  are org and project ids with a `:` (org `o:admin`'s member group would be org `o`'s admin group).
 All claim names, prefixes, the role and the group names are MappingSettings fields.
 """
 
@@ -54,6 +60,11 @@ class MappingSettings:
     project_group_prefix: str = "project:"
     org_admin_role: str = "org_admin"
     org_admin_group: str = "k8s:org-admin"
+    org_admin_suffix: str = ":admin"
+    """org:<org> + this: the group of the org's admins (only with org_admin_role)"""
+    viewer_role: str = "project_viewer"
+    viewer_suffix: str = ":viewer"
+    """project:<p> + this: the group of the project's viewers (only with viewer_role)"""
     use_email: bool = True
 
 
@@ -64,7 +75,7 @@ class ClaimMapper:
     def map(self, claims: Mapping[str, Any]) -> UserInfo:
         s = self.s
         sub = _required(claims, s.claim_sub)
-        org, project = _string(claims, s.claim_org), _string(claims, s.claim_project)
+        org, project = _id(claims, s.claim_org), _id(claims, s.claim_project)
         roles = _strings(claims, s.claim_roles)
         is_sa = claims.get(s.claim_principal_type) == s.service_account_type
         username = self._sa_username(claims, project) if is_sa else self._user_username(claims, sub)
@@ -72,8 +83,11 @@ class ClaimMapper:
         projects = [project] if project else []
         is_admin = s.org_admin_role in roles
         if is_admin:
-            projects += [p for p in _strings(claims, s.claim_projects) if p not in projects]
-        groups += [s.project_group_prefix + p for p in projects]
+            if org:
+                groups.append(s.org_group_prefix + org + s.org_admin_suffix)
+            projects += [p for p in _ids(claims, s.claim_projects) if p not in projects]
+        viewer = "" if is_admin or s.viewer_role not in roles else s.viewer_suffix
+        groups += [s.project_group_prefix + p + viewer for p in projects]
         _refuse_system(username, groups)
         groups.append(SERVICE_ACCOUNTS if is_sa else AUTHENTICATED)
         if is_admin:
@@ -109,6 +123,20 @@ def _required(claims: Mapping[str, Any], name: str) -> str:
     if value is None:
         raise TokenRejected(f"missing claim {name}")
     return value
+
+
+def _id(claims: Mapping[str, Any], name: str) -> str | None:
+    value = _string(claims, name)
+    if value is not None and ":" in value:
+        raise TokenRejected(f"malformed claim {name}")
+    return value
+
+
+def _ids(claims: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    values = _strings(claims, name)
+    if any(":" in v for v in values):
+        raise TokenRejected(f"malformed claim {name}")
+    return values
 
 
 def _string(claims: Mapping[str, Any], name: str) -> str | None:

@@ -1,9 +1,9 @@
 """What a project namespace gets (pure): the spec's Roles, RoleBindings, ResourceQuotas, a LimitRange
 and the default NetworkPolicies, from a configurable template.
 
-Group names are built with the IAM webhook's own MappingSettings prefixes, so a RoleBinding names
-exactly the group the webhook puts in a project member's token review (`org:<org>`,
-`project:<project>`); the viewer group is the spec's `project:<project>:viewer`.
+The Roles and their groups come from the one RBAC table (roles.py); group names are built with the
+IAM webhook's own MappingSettings, so a RoleBinding names exactly the group the webhook puts in a
+token review (`project:<project>`, `project:<project>:viewer`, `org:<org>:admin`).
 
 The template (quotas, LimitRange, where DNS is) loads from a YAML/JSON file whose keys are the fields
 below; anything absent keeps the spec's value.
@@ -27,6 +27,7 @@ from controllers.machinery import (
     ROLES,
     Kind,
 )
+from controllers.projects.roles import TABLE, subject
 from webhook.mapping import MappingSettings
 
 PROJECT_LABEL, ORG_LABEL = "plasmacloud.io/project-id", "plasmacloud.io/org-id"
@@ -34,19 +35,10 @@ MANAGED_BY, MANAGER = "app.kubernetes.io/managed-by", "plasmacloud-project-contr
 RBAC = "rbac.authorization.k8s.io"
 KINDS: tuple[Kind, ...] = (ROLES, ROLE_BINDINGS, RESOURCE_QUOTAS, LIMIT_RANGES, NETWORK_POLICIES)
 _MAPPING = MappingSettings()
-ADMIN_GROUPS = ["", "apps", "batch", "networking.k8s.io", "storage.k8s.io"]
-
-
-def org_group(org_id: str) -> str:
-    return _MAPPING.org_group_prefix + org_id
 
 
 def project_group(project_id: str) -> str:
     return _MAPPING.project_group_prefix + project_id
-
-
-def viewer_group(project_id: str) -> str:
-    return project_group(project_id) + ":viewer"
 
 
 def _compute() -> dict[str, str]:
@@ -149,20 +141,13 @@ def desired_objects(ns: Mapping[str, Any], t: ProjectTemplate) -> list[Owned]:
     if not project:
         return []
     name = _name(ns)
-    out = [
-        _role(ns, "project-admin", [{"apiGroups": ADMIN_GROUPS, "resources": ["*"], "verbs": ["*"]}]),
-        _role(ns, "project-viewer", [
-            {"apiGroups": ["", "apps", "batch", "networking.k8s.io"],
-             "resources": ["pods", "services", "deployments", "replicasets", "configmaps", "secrets"],
-             "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get", "list"]}]),
-        _binding(ns, "project-admin", project_group(project)),
-        _binding(ns, "project-viewer", viewer_group(project)),
-    ]  # fmt: skip
-    if org:
+    out: list[Owned] = []
+    for role in TABLE:
+        if "<org>" in role.subject and not org:
+            continue
         out += [
-            _role(ns, "org-admin", [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
-            _binding(ns, "org-admin", org_group(org)),
+            _role(ns, role.name, [r.policy_rule() for r in role.rules]),
+            _binding(ns, role.name, subject(role, org or "", project, _MAPPING)),
         ]
     for quota, hard in (
         ("compute", t.compute_quota),

@@ -252,6 +252,8 @@ class Cluster:
             "NODES_KUBE_API_URL": control["NODES_KUBE_API_URL"],
             # every request to the API double as an audit.k8s.io/v1 Event per line
             "KUBE_AUDIT_LOG": control["KUBE_AUDIT_LOG"],
+            # the IAM webhook the API double authenticates tokens through, and its dev signing key
+            **{k: v for k, v in control.items() if k.startswith(("WEBHOOK_", "IAM_"))},
             "K8SHOST_CONTROLLER_NODES": " ".join(n.name for n in self.controller_nodes()),
         }
         write_env_file(self.env_file, env)

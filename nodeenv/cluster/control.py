@@ -35,6 +35,7 @@ from nodeenv.flashdns_component import FlashDnsComponent
 from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.netpol_component import launch_controller
 from nodeenv.node import Component, Node
+from nodeenv.webhook_component import WebhookComponent
 
 API_PORT = 6443
 LEASE_NAMESPACE = "kube-system"
@@ -132,9 +133,11 @@ def route_vips(netns: str, mgmt: str, prefixes: list[str]) -> bool:
 
 
 def control_components(underlay_netns: str, address: str) -> list[Component]:
-    """The control part: the API double, also listening on the underlay for the nodes, with its
-    audit log (which client wrote what: a replica's source IP is its node's address)."""
-    return [KubeApiComponent(also_listen=f"{underlay_netns}={address}:{API_PORT}", audit_log=True)]
+    """The control part: the IAM webhook, then the API double authenticating tokens through it (RBAC
+    enforced), also listening on the underlay for the nodes, with its audit log (which client wrote
+    what: a replica's source IP is its node's address)."""
+    also = f"{underlay_netns}={address}:{API_PORT}"
+    return [WebhookComponent(), KubeApiComponent(also_listen=also, audit_log=True, token_webhook=True)]
 
 
 def controller_replicas() -> list[Component]:

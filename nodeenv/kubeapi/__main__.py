@@ -14,6 +14,7 @@ from common.malloc import pin_mmap_threshold
 from nodeenv.kubeapi.auth import Recorder
 from nodeenv.kubeapi.server import KubeApiServer
 from nodeenv.kubeapi.settings import KubeApiSettings, parse
+from nodeenv.kubeapi.tokenwebhook import WebhookConfigError
 
 log = logging.getLogger("nodeenv.kubeapi")
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     pin_mmap_threshold()
     try:
         return asyncio.run(serve(settings))
-    except OSError as e:  # port in use, unwritable directory
+    except (OSError, WebhookConfigError) as e:  # port in use, unwritable directory, a bad webhook config
         log.error("cannot serve: %s", e)
         return 1
 

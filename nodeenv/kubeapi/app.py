@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from nodeenv.kubeapi import audit, discovery, handlers, openapi, openapiv2pb
+from nodeenv.kubeapi.admissionpolicy import CALLER, Caller
 from nodeenv.kubeapi.audit import INFO, USER
 from nodeenv.kubeapi.errors import ApiError, InternalError, NotFound, Unauthorized, from_code
 from nodeenv.kubeapi.routing import resolve
@@ -27,7 +28,7 @@ H = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def _dispatch(request: web.Request, handler: H, st: ApiState) -> web.StreamResponse:
-    user = st.tokens.authenticate(request.headers.get("Authorization"))
+    user = await st.authenticate(request.headers.get("Authorization"))
     if user is None:
         raise Unauthorized("Unauthorized")
     info = resolve(st.registry, request.method, request.path, request.query)
@@ -43,6 +44,7 @@ async def _dispatch(request: web.Request, handler: H, st: ApiState) -> web.Strea
                 raise err
         if st.authorizer is not None:
             st.authorizer.check(user, info)
+        CALLER.set(Caller(user, info))  # for admission (ValidatingAdmissionPolicies) in this request's task
     return await handler(request)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeenv.kubeapi import admission, crds
+from nodeenv.kubeapi.admissionpolicy import Policies
 from nodeenv.kubeapi.defaults import apply_defaults
 from nodeenv.kubeapi.errors import (
     STALE,
@@ -68,6 +69,7 @@ class Resources:
     ) -> None:
         self.store, self.registry = store, registry
         self.quotas = Quotas(store, registry) if quotas else None
+        self.policies: Policies | None = Policies(store, registry)
         self.snapshots = Snapshots()
         self.namespaces = self._kind("", "v1", "namespaces")
         self.services = ServiceAllocator(self._kind("", "v1", "services"), service_cidr)
@@ -144,11 +146,14 @@ class Resources:
             self.registry.register(crds.kinds_of(obj))
 
     def _admit(self, kind: Kind, namespace: str, new: Obj, old: Obj | None) -> None:
-        """The validating admission plugins in kube-apiserver's order: PodSecurity, ResourceQuota."""
+        """The validating admission plugins in kube-apiserver's order: PodSecurity (creates here; updates
+        in update()), ValidatingAdmissionPolicy (every write), ResourceQuota (creates and Service updates)."""
         try:
             if old is None:
                 self._admit_pod_security(kind, namespace, new, None, "")
-            if self.quotas is not None and kind.namespaced:
+            if self.policies is not None:
+                self.policies.admit("CREATE" if old is None else "UPDATE", kind, new, old)
+            if self.quotas is not None and kind.namespaced and (old is None or kind is self.services.kind):
                 self.quotas.admit(kind, namespace, new, old)
         except ApiError:
             if old is None:
@@ -229,8 +234,7 @@ class Resources:
 
     def _store_update(self, kind: Kind, old: Obj, new: Obj, *, dry_run: bool) -> Obj:
         namespace = str(old["metadata"].get("namespace") or "")
-        if kind is self.services.kind:
-            self._admit(kind, namespace, new, old)  # nodePorts counted as the body names them
+        self._admit(kind, namespace, new, old)  # a Service's nodePorts counted as the body names them
         if kind is self.services.kind and not dry_run:
             self.services.on_update(old, new)
         elif kind is self.namespaces:
@@ -281,6 +285,8 @@ class Resources:
         if kind is self.namespaces and name in IMMORTAL:
             raise Forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
                             {"name": name, "kind": "namespaces"})  # fmt: skip
+        if self.policies is not None:
+            self.policies.admit("DELETE", kind, None, obj)
         if opts.dry_run:
             return obj, not meta.get("finalizers")
         if kind is self.namespaces:

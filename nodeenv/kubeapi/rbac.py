@@ -9,6 +9,9 @@ message. Simplified: aggregated ClusterRoles (aggregationRule) are not expanded;
 (discovery, /version, /openapi) are open to every authenticated user, as the default
 `system:discovery` and `system:public-info-viewer` bindings make them; every authenticated user may
 create SelfSubjectReviews and SelfSubjectAccessReviews (the default `system:basic-user` binding).
+A request for a Namespace object itself (`/api/v1/namespaces/<name>[/status]`) is authorized in
+that namespace, as kube-apiserver's RequestInfoFactory sets its namespace to the name: a RoleBinding
+in namespace N to a Role covering `namespaces` lets its holder get, update or delete N itself.
 """
 
 from __future__ import annotations
@@ -54,6 +57,13 @@ def rule_allows(rule: Obj, info: RequestInfo) -> bool:
     return not names or (bool(info.name) and info.name in names)
 
 
+def authz_namespace(info: RequestInfo) -> str:
+    """The namespace a request is authorized in: a Namespace object's own name for requests on it."""
+    if not info.namespace and info.group == "" and info.resource == "namespaces":
+        return info.name
+    return info.namespace
+
+
 class Authorizer:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
@@ -86,7 +96,7 @@ class Authorizer:
             return True
         if (info.group, info.resource) in _BASIC_USER and info.verb == "create":
             return True  # the default system:basic-user ClusterRole
-        return any(rule_allows(r, info) for r in self._rules(user, info.namespace))
+        return any(rule_allows(r, info) for r in self._rules(user, authz_namespace(info)))
 
     def check(self, user: User, info: RequestInfo) -> None:
         if self.allowed(user, info):
@@ -94,7 +104,8 @@ class Authorizer:
         resource = f"{info.resource}/{info.subresource}" if info.subresource else info.resource
         what = f"{info.resource}.{info.group}" if info.group else info.resource
         subject = f'{what} "{info.name}"' if info.name else what
-        where = f'in the namespace "{info.namespace}"' if info.namespace else "at the cluster scope"
+        ns = authz_namespace(info)
+        where = f'in the namespace "{ns}"' if ns else "at the cluster scope"
         details: dict[str, Any] = {"name": info.name} if info.name else {}
         if info.group:
             details["group"] = info.group

@@ -99,6 +99,8 @@ class KubeApiServer:
             self._runner = None
         if self.state.recorder.audit_log is not None:
             self.state.recorder.audit_log.close()
+        if self.state.token_webhook is not None:
+            await self.state.token_webhook.close()
 
 
 class ThreadedKubeApi:

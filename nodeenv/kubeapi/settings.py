@@ -9,6 +9,7 @@ from pathlib import Path
 
 from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.state import ApiConfig
+from nodeenv.kubeapi.tokenwebhook import VERSIONS, parse_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,20 @@ _FLAGS = (
     ("--audit-log-maxsize", "KUBEAPI_AUDIT_LOG_MAXSIZE", "100", "MB before the audit log rotates (0: never)"),
     ("--audit-log-maxbackup", "KUBEAPI_AUDIT_LOG_MAXBACKUP", "1", "rotated audit log files kept"),
     (
+        "--authentication-token-webhook-config-file",
+        "KUBEAPI_TOKEN_WEBHOOK_CONFIG",
+        "",
+        "kubeconfig naming a TokenReview webhook for bearer tokens the static table does not know "
+        "(kube-apiserver's flag; empty: none)",
+    ),
+    (
+        "--authentication-token-webhook-cache-ttl",
+        "KUBEAPI_TOKEN_WEBHOOK_CACHE_TTL",
+        "2m",
+        "how long the webhook's answers (refusals too) are cached",
+    ),
+    ("--authentication-token-webhook-version", "KUBEAPI_TOKEN_WEBHOOK_VERSION", "v1", "TokenReview version"),
+    (
         "--admission-control-config-file",
         "KUBEAPI_ADMISSION_CONTROL_CONFIG_FILE",
         "",
@@ -131,6 +146,8 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
     a = parser.parse_args(list(argv))
     if not a.dir:
         parser.error("--dir (or KUBEAPI_DIR) is required")
+    if a.authentication_token_webhook_version not in VERSIONS:
+        parser.error(f"--authentication-token-webhook-version: one of {', '.join(VERSIONS)}")
     try:
         config = ApiConfig(
             service_cidr=a.service_cidr,
@@ -143,6 +160,11 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             audit_log_path=Path(a.audit_log_path) if a.audit_log_path else None,
             audit_log_maxsize=_count("--audit-log-maxsize", a.audit_log_maxsize),
             audit_log_maxbackup=_count("--audit-log-maxbackup", a.audit_log_maxbackup),
+            token_webhook_config=Path(a.authentication_token_webhook_config_file)
+            if a.authentication_token_webhook_config_file
+            else None,
+            token_webhook_cache_ttl=parse_duration(a.authentication_token_webhook_cache_ttl),
+            token_webhook_version=a.authentication_token_webhook_version,
             pod_security=_pod_security(a.admission_control_config_file),
         )
         return KubeApiSettings(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodeenv.kubeapi.auditlog import AuditLog
-from nodeenv.kubeapi.auth import Recorder, Tokens
+from nodeenv.kubeapi.auth import Recorder, Tokens, User
 from nodeenv.kubeapi.crud import Resources
 from nodeenv.kubeapi.errors import ApiError, from_code
 from nodeenv.kubeapi.kinds import Registry
@@ -16,6 +16,7 @@ from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.rbac import Authorizer
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.store import Store
+from nodeenv.kubeapi.tokenwebhook import WebhookAuthenticator, WebhookConfig
 from nodeenv.kubeapi.views import Views
 
 
@@ -40,6 +41,13 @@ class ApiConfig:
     """MB before the audit log is rotated (0: never)"""
     audit_log_maxbackup: int = 1
     """rotated audit log files kept"""
+    token_webhook_config: Path | None = None
+    """kube-apiserver's --authentication-token-webhook-config-file: bearer tokens the static table
+    does not know go to this TokenReview webhook (tokenwebhook.py); None: only the static table."""
+    token_webhook_cache_ttl: float = 120.0
+    """--authentication-token-webhook-cache-ttl, seconds (kube-apiserver's default 2m)"""
+    token_webhook_version: str = "v1"
+    """--authentication-token-webhook-version"""
     pod_security: PodSecurityConfig = field(default_factory=PodSecurityConfig)
     """The PodSecurity admission plugin's defaults and exemptions (default: privileged, none)."""
 
@@ -84,6 +92,7 @@ class ApiState:
     faults: list[Fault] = field(default_factory=list)
     fault_lock: threading.Lock = field(default_factory=threading.Lock)
     authorizer: Authorizer | None = None
+    token_webhook: WebhookAuthenticator | None = None
     metrics: Metrics = field(init=False)
     views: Views = field(init=False)
 
@@ -102,8 +111,22 @@ class ApiState:
         if self.config.enforce_rbac:
             self.authorizer = Authorizer(self.store, self.registry)
         c = self.config
+        if c.token_webhook_config is not None:
+            self.token_webhook = WebhookAuthenticator(
+                WebhookConfig.load(c.token_webhook_config),
+                version=c.token_webhook_version,
+                ttl=c.token_webhook_cache_ttl,
+            )
         if c.audit_log_path is not None:
             self.recorder.audit_log = AuditLog(c.audit_log_path, c.audit_log_maxsize, c.audit_log_maxbackup)
+
+    async def authenticate(self, header: str | None) -> User | None:
+        """kube-apiserver's order: the static tokens first, then the token webhook."""
+        user = self.tokens.authenticate(header)
+        if user is not None or self.token_webhook is None or not header or not header.startswith("Bearer "):
+            return user
+        token = header[7:].strip()
+        return await self.token_webhook.authenticate(token) if token else None
 
     def take_fault(self, info: RequestInfo) -> Fault | None:
         with self.fault_lock:

@@ -10,7 +10,10 @@ removes what was made):
    listens: the node reaches it directly and pods over PrismNET (their egress leaves through the
    management port to the node), standing in for the `kubernetes` Service kube-proxy would serve;
 3. the API double (`python -m nodeenv.kubeapi`) on that address, its admin kubeconfig in the run dir,
-   with k3s's PodSecurity configuration (daemonsets/k3s/pod-security.yaml: Baseline by default);
+   with k3s's PodSecurity configuration (daemonsets/k3s/pod-security.yaml: Baseline by default), and
+   bearer tokens through the iam-webhook pod (at 127.0.0.1:3000 on the host network, the kubeconfig
+   `iam-webhook gen-dev-pki` writes) as k3s's kube-apiserver (one node only: on N nodes the pod
+   listens in a node's namespace, out of the double's reach);
 4. as README "Install" has the admin do: the external-snapshotter CRDs, `kubectl apply -k <overlay>`,
    k8shost-config's OVN endpoints at this node (OVS's Python library resolves no host names in the
    image; ssl:, each component presenting its own certificate from Secret ovn-tls-<component>,
@@ -219,15 +222,27 @@ def ovn_secrets(s: BootSettings, directory: Path, servers: list[str]) -> None:
         kubectl(s, "-n", NS, *secret_args(pki, identity))
 
 
-def webhook_secrets(s: BootSettings, pki: Path) -> None:
-    """README "Install" step 4: `iam-webhook gen-dev-pki` and the objects made from it."""
+def webhook_pki(pki: Path) -> dict[str, str]:
+    """`iam-webhook gen-dev-pki` once (README "Install" step 4): the webhook's certificates, the
+    kubeconfig kube-apiserver (here the API double) names it with, at https://127.0.0.1:3000, where
+    the iam-webhook pod listens on the host network."""
+    if (pki / "files.json").exists():
+        files: dict[str, str] = json.loads((pki / "files.json").read_text())
+        return files
     url = "https://127.0.0.1:3000/apis/iam.plasmacloud.io/v1/authenticate"
     webhook = Path(sys.executable).parent / "iam-webhook"
     proc = subprocess.run([str(webhook), "gen-dev-pki", "--out", str(pki), "--server-name", "127.0.0.1",
                            "--url", url], capture_output=True, text=True)  # fmt: skip
     if proc.returncode:
         raise BootError(f"iam-webhook gen-dev-pki: {proc.stderr.strip()}")
+    (pki / "files.json").write_text(proc.stdout)
     files = json.loads(proc.stdout)
+    return files
+
+
+def webhook_secrets(s: BootSettings, pki: Path) -> None:
+    """README "Install" step 4: the objects made from `iam-webhook gen-dev-pki`."""
+    files = webhook_pki(pki)
     kubectl(s, "-n", NS, "create", "secret", "tls", "iam-webhook-tls", f"--cert={pki / 'server.crt'}",
             f"--key={pki / 'server.key'}")  # fmt: skip
     kubectl(
@@ -288,9 +303,12 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     py, table = sys.executable, s.table()
     port_file = s.run_dir / "kubeapi.json"
     port_file.unlink(missing_ok=True)
+    # as k3s's kube-apiserver (daemonsets/k3s/config.yaml): IAM tokens through the iam-webhook pod
+    hook = webhook_pki(s.run_dir / "webhook-pki")["kubeconfig"]
     argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", s.api_address,
             "--port", str(s.api_port), "--port-file", str(port_file),
-            "--admission-control-config-file", str(POD_SECURITY)]  # fmt: skip
+            "--admission-control-config-file", str(POD_SECURITY),
+            "--authentication-token-webhook-config-file", hook]  # fmt: skip
     _, proc = start_foreground(
         "kubeapi", argv, s.run_dir / "kubeapi.log", {**env, "PYTHONPATH": str(ROOT)}, table
     )

@@ -4,6 +4,7 @@ from nodeenv.scenarios import (
     cni,
     csi,
     e2e_volume,
+    escapes,
     fiberlb,
     flashdns,
     kubeapi,
@@ -22,7 +23,7 @@ from nodeenv.scenarios import (
 
 SCENARIOS = (
     ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
-    tenant_data, pod_security,
+    escapes, tenant_data, pod_security,
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node

@@ -93,3 +93,29 @@ def test_recorded_requests_checked_against_manifest_rules(granted: KubeApiHandle
     rules = [{"apiGroups": [""], "resources": ["services"], "verbs": ["list"]}]
     refused = granted.not_allowed_by(USER, rules)
     assert [(r.verb, r.group, r.resource) for r in refused] == [("list", "coordination.k8s.io", "leases")]
+
+
+def test_a_namespaced_role_covering_namespaces_matches_the_namespace_itself(
+    kube_api: KubeApiHandle, tmp_path: Path
+) -> None:
+    """As kube-apiserver's RequestInfoFactory: `/api/v1/namespaces/<n>` is authorized in namespace n,
+    so a Role in `default` granting `namespaces` lets its holder relabel `default`, and only it."""
+    role = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: ns-editor, namespace: default}
+rules: [{apiGroups: [""], resources: [namespaces], verbs: [get, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: bot-ns-editor, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: ns-editor}
+subjects: [{kind: ServiceAccount, name: bot, namespace: kube-system}]
+"""
+    (tmp_path / "role.yaml").write_text(role)
+    kubectl(kube_api, "apply", "-f", str(tmp_path / "role.yaml"))
+    assert as_user(kube_api, "label", "ns", "default", "x=y").returncode == 0
+    denied = as_user(kube_api, "label", "ns", "kube-public", "x=y")
+    assert (f'namespaces "kube-public" is forbidden: User "{USER}" cannot get resource "namespaces" in API '
+            'group "" in the namespace "kube-public"') in denied.stderr  # fmt: skip
+    assert "forbidden" in as_user(kube_api, "get", "ns").stderr  # a list is cluster-scoped

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
+from nodeenv.kubeapi.tokenwebhook import WebhookAuthenticator, WebhookConfig
+from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl, kubectl_bin
 from tests.integration.kubelet.conftest import NS, pods, wait_for
 
 K3S = Path(__file__).parents[3] / "daemonsets" / "k3s"
@@ -95,3 +96,12 @@ def test_host_network_workloads_ready_through_their_probes(kube_api, applied: Pa
     token = subprocess.run(mint, capture_output=True, text=True, check=True).stdout.strip()
     assert _review(pki, token)["status"]["authenticated"] is True
     assert _review(pki, token[:-4] + "AAAA")["status"]["authenticated"] is False
+
+    # `make boot`'s API double: tokens through the booted iam-webhook pod, named by the kubeconfig
+    # `iam-webhook gen-dev-pki` wrote (kube-apiserver's --authentication-token-webhook-config-file)
+    hook = WebhookAuthenticator(WebhookConfig.load(pki / "iam-webhook.yaml"))
+    kube_api.state.token_webhook = hook
+    whoami = [kubectl_bin(), "--kubeconfig", str(kube_api.kubeconfig), "--token", token, "auth", "whoami"]
+    out = subprocess.run(whoami, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "a@example.com" in out.stdout and "project:p-1" in out.stdout, out.stderr
+    assert hook.reviews == 1

@@ -38,7 +38,13 @@ async def test_authenticated_in_the_request_version(webhook: Harness, api_versio
     assert doc["status"]["user"] == {  # the spec's response example (plus the org admin group)
         "username": "user@example.com",
         "uid": USER_ID,
-        "groups": ["org:org-123", "project:proj-456", "system:authenticated", "k8s:org-admin"],
+        "groups": [
+            "org:org-123",
+            "org:org-123:admin",
+            "project:proj-456",
+            "system:authenticated",
+            "k8s:org-admin",
+        ],
         "extra": {"org_id": ["org-123"], "project_id": ["proj-456"], "roles": ["org_admin"]},
     }
 
@@ -65,7 +71,14 @@ async def test_authenticated_in_the_request_version(webhook: Harness, api_versio
         (
             ORG_ADMIN,
             "admin@example.com",
-            ["org:org-123", "project:proj-456", "project:proj-789", "system:authenticated", "k8s:org-admin"],
+            [
+                "org:org-123",
+                "org:org-123:admin",
+                "project:proj-456",
+                "project:proj-789",
+                "system:authenticated",
+                "k8s:org-admin",
+            ],
         ),
     ],
     ids=["user-email", "user-email-unverified", "user-id", "service-account", "org-admin"],

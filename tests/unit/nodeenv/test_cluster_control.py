@@ -10,6 +10,7 @@ from nodeenv.cluster.control import Given, control_components, node_services
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.kubeapi_component import KubeApiComponent
 from nodeenv.node import Node, NodeSettings
+from nodeenv.webhook_component import WebhookComponent
 
 CONTROL = {
     "KUBECONFIG": "/run/control/kubeapi/admin.kubeconfig",
@@ -21,9 +22,10 @@ CENTRAL = {"OVN_NB_DB": "unix:/run/central/ovs/nb.sock", "OVN_NB_DB_SSL": "ssl:1
 
 
 def test_the_api_double_also_listens_on_the_central_address_in_the_underlay_and_keeps_an_audit_log() -> None:
-    (api,) = control_components("k8shc-underlay", "10.250.0.1")
+    webhook, api = control_components("k8shc-underlay", "10.250.0.1")
     assert isinstance(api, KubeApiComponent) and api.also_listen == "k8shc-underlay=10.250.0.1:6443"
     assert api.audit_log
+    assert isinstance(webhook, WebhookComponent) and api.token_webhook  # tokens through the IAM webhook
 
 
 def test_the_first_two_nodes_run_a_replica_of_each_controller_after_their_services(tmp_path: Path) -> None:

@@ -70,6 +70,7 @@ def test_org_admin_gets_every_project_and_the_admin_group() -> None:
     assert u.username == "admin@example.com"
     assert u.groups == (
         "org:org-123",
+        "org:org-123:admin",
         "project:proj-456",
         "project:proj-789",
         "system:authenticated",
@@ -81,6 +82,27 @@ def test_org_admin_gets_every_project_and_the_admin_group() -> None:
 def test_projects_claim_is_ignored_without_the_admin_role() -> None:
     u = ClaimMapper().map({**BASE, "projects": ["proj-789"]})
     assert "project:proj-789" not in u.groups
+
+
+def test_only_org_admins_get_the_org_admin_group() -> None:
+    """Issue 31 item 1: the org's admin group is not every member's."""
+    member = ClaimMapper().map({**BASE, "roles": ["project_member"]})
+    assert not any(g.endswith(":admin") for g in member.groups)
+    assert "org:org-123" in member.groups
+
+
+def test_a_project_viewer_gets_the_viewer_group_not_the_members() -> None:
+    u = ClaimMapper().map({**BASE, "roles": ["project_viewer"]})
+    assert u.groups == ("org:org-123", "project:proj-456:viewer", "system:authenticated")
+    admin = ClaimMapper().map({**BASE, "roles": ["project_viewer", "org_admin"]})
+    assert "project:proj-456" in admin.groups
+
+
+@pytest.mark.parametrize("claims", [{**BASE, "org_id": "o:admin"}, {**BASE, "project_id": "p:viewer"},
+                                    {**BASE, "roles": ["org_admin"], "projects": ["p:viewer"]}])  # fmt: skip
+def test_ids_that_would_name_another_group_are_refused(claims: dict[str, object]) -> None:
+    with pytest.raises(TokenRejected, match="malformed claim"):
+        ClaimMapper().map(claims)
 
 
 @pytest.mark.parametrize(
@@ -96,9 +118,9 @@ def test_system_usernames_are_refused(claims: dict[str, object]) -> None:
 
 
 def test_system_groups_are_refused() -> None:
-    mapper = ClaimMapper(MappingSettings(org_group_prefix=""))
+    mapper = ClaimMapper(MappingSettings(org_group_prefix="system:"))
     with pytest.raises(TokenRejected, match="system:"):
-        mapper.map({**BASE, "org_id": "system:masters"})
+        mapper.map({**BASE, "org_id": "masters"})
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,8 @@ async def test_project_namespace_lifecycle(kube_api: Any, admin: KubeClient, con
         lambda: (
             kube_api.get("roles", NS, "project-admin")["rules"][0]["apiGroups"][0] == ""
             and kube_api.get("resourcequotas", NS, "project-compute-quota") is not None
-            and kube_api.get("rolebindings", NS, "org-admin-binding")["subjects"][0]["name"] == "org:org-123"
+            and kube_api.get("rolebindings", NS, "org-admin-binding")["subjects"][0]["name"]
+            == "org:org-123:admin"
         ),
         what="drift repaired",
     )
@@ -151,7 +152,8 @@ async def test_bindings_name_the_groups_the_webhook_maps_a_member_to(
     groups = set(ClaimMapper().map(claims).groups)
     bound = {rb["metadata"]["name"]: rb["subjects"][0]["name"] for rb in kube_api.objects("rolebindings", NS)}
     assert bound["project-admin-binding"] in groups
-    assert bound["org-admin-binding"] in groups
+    assert bound["org-admin-binding"] not in groups  # a member is not the org's admin (issue 31 item 1)
+    assert bound["org-admin-binding"] in ClaimMapper().map({**claims, "roles": ["org_admin"]}).groups
     assert bound["project-viewer-binding"] == "project:proj-456:viewer"
 
 

@@ -16,7 +16,14 @@ from nodeenv.kubeapi.state import ApiConfig
 from tests.integration.controllers.machinery_kit import client_for, eventually
 
 MANIFEST = Path(__file__).parents[4] / "daemonsets" / "controllers" / "projects.yaml"
+GUARDS = Path(__file__).parents[4] / "daemonsets" / "rbac" / "tenant-guards.yaml"
+"""Its admission policies: the controller works within the scope policy too."""
 SA = "system:serviceaccount:kube-system:project-controller"
+POLICY_KINDS: dict[str, Kind] = {
+    k: Kind(group="admissionregistration.k8s.io", version="v1", kind=k, plural=p, namespaced=False)
+    for k, p in (("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+                 ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"))
+}  # fmt: skip
 RBAC_KINDS: dict[str, Kind] = {"ClusterRole": CLUSTER_ROLES, "ClusterRoleBinding": CLUSTER_ROLE_BINDINGS,
                                "Role": ROLES, "RoleBinding": ROLE_BINDINGS}  # fmt: skip
 
@@ -33,6 +40,8 @@ async def test_the_manifests_rbac_is_enough_with_leader_election(kube_api: Any) 
         for doc in yaml.safe_load_all(MANIFEST.read_text()):
             if doc["kind"] in RBAC_KINDS:
                 await admin.create(RBAC_KINDS[doc["kind"]], doc)
+        for doc in yaml.safe_load_all(GUARDS.read_text()):
+            await admin.create(POLICY_KINDS[doc["kind"]], doc)
         argv = ["--kubeconfig", str(kube_api.kubeconfig_for(SA)), "--metrics-address=off",
                 "--leader-elect-lease-namespace=kube-system"]  # fmt: skip
         settings = parse("project-controller", "", argv, {}, prefix=PREFIX, add_arguments=add_arguments)

@@ -30,7 +30,22 @@ def test_the_spec_objects_with_ownership() -> None:
             "app.kubernetes.io/managed-by": "plasmacloud-project-controller"
         }
         assert body["metadata"]["ownerReferences"][0]["uid"] == "u-1"
-    assert objs["org-admin"]["rules"] == [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    for role in ("org-admin", "project-admin", "project-viewer"):  # issue 31 item 2: every resource named
+        rules = objs[role]["rules"]
+        assert not any("*" in r[k] for r in rules for k in ("apiGroups", "resources", "verbs")), role
+        granted = {
+            (g, res, v) for r in rules for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]
+        }
+        for escape in (
+            ("", "namespaces", "update"),
+            ("", "namespaces", "patch"),
+            ("", "resourcequotas", "delete"),
+            ("", "resourcequotas", "update"),
+            ("", "limitranges", "delete"),
+            ("", "services/status", "patch"),
+            ("rbac.authorization.k8s.io", "rolebindings", "create"),
+        ):
+            assert escape not in granted, (role, escape)  # fmt: skip
     assert objs["project-object-quota"]["spec"]["hard"]["services.loadbalancers"] == "5"
     assert objs["project-compute-quota"]["spec"]["hard"]["limits.memory"] == "40Gi"
     deny = objs["default-deny-all"]["spec"]
@@ -42,11 +57,16 @@ def test_the_spec_objects_with_ownership() -> None:
 
 
 def test_group_names_are_the_webhooks() -> None:
-    groups = set(ClaimMapper().map({"sub": "user-1", "org_id": "org-123", "project_id": "proj-456"}).groups)
+    def groups(*roles: str) -> set[str]:
+        claims = {"sub": "user-1", "org_id": "org-123", "project_id": "proj-456", "roles": list(roles)}
+        return set(ClaimMapper().map(claims).groups)
+
     objs = by_name(desired_objects(NS, ProjectTemplate()))
-    assert objs["org-admin-binding"]["subjects"][0]["name"] in groups
-    assert objs["project-admin-binding"]["subjects"][0]["name"] in groups
-    assert objs["project-viewer-binding"]["subjects"][0]["name"] == "project:proj-456:viewer"
+    bound = {name: objs[f"{name}-binding"]["subjects"][0]["name"] for name in ("org-admin", "project-admin",
+                                                                              "project-viewer")}  # fmt: skip
+    assert {n for n, g in bound.items() if g in groups("org_admin")} == {"org-admin", "project-admin"}
+    assert {n for n, g in bound.items() if g in groups()} == {"project-admin"}  # issue 31 item 1
+    assert {n for n, g in bound.items() if g in groups("project_viewer")} == {"project-viewer"}
 
 
 def test_no_project_label_no_objects_and_no_org_no_org_admin() -> None:
