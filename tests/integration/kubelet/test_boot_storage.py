@@ -163,7 +163,10 @@ def test_pvc_through_kubectl_on_the_booted_csi_pods(
     _volume_lifecycle(kube_api, runner, service, ls_root, tmp_path)
     _bad_input(kube_api, tmp_path)
     rules = [
-        r for d in yaml.safe_load_all(RBAC.read_text()) if d["kind"] == "ClusterRole" for r in d["rules"]
+        r
+        for d in yaml.safe_load_all(RBAC.read_text())
+        if d["kind"] in ("ClusterRole", "Role")
+        for r in d["rules"]
     ]
     assert not kube_api.not_allowed_by(CONTROLLER_SA, rules)
     assert not [r for r in kube_api.requests_by(CONTROLLER_SA) if r.status == 403]

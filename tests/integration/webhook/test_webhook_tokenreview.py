@@ -205,7 +205,8 @@ async def test_log_line_per_review_without_the_token(
     token = sign(claims(**ORG_ADMIN), signing_key("RS256"))
     await webhook.review(token)
     (line,) = [json.loads(x) for x in lines.getvalue().splitlines()]
-    assert line["user"] == "admin@example.com" and line["groups"] == 5
+    # 6 groups: org:<org>:admin besides org:<org> since issue 31
+    assert line["user"] == "admin@example.com" and line["groups"] == 6
     assert line["result"] == "authenticated" and line["reason"] is None
     assert line["msg"] == "review authenticated" and line["logger"] == "webhook.review"
     for text in (caplog.text, lines.getvalue()):

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from ovsdbapp.backend.ovs_idl.idlutils import RowNotFound
 
 from controllers.netpol.ovn_apply import ApplyStats, NameTaken, PolicyNorthbound
 from controllers.netpol.policy import NetworkPolicy, parse_policy
@@ -223,9 +224,17 @@ def replica_has(nb: PolicyNorthbound, table: str, record: str, column: str, want
     """Until `nb`'s IDL replica holds `want`: ovn-nbctl returns once the server committed, and the
     update reaches this client's monitor some milliseconds later."""
     deadline = time.monotonic() + 10
-    while (have := nb.api.db_get(table, record, column).execute(check_error=True)) != want:
+    while (have := _replica_value(nb, table, record, column)) != want:
         assert time.monotonic() < deadline, f"{table} {record} {column} is {have!r} here, never {want!r}"
         time.sleep(0.01)
+
+
+def _replica_value(nb: PolicyNorthbound, table: str, record: str, column: str) -> Any:
+    """The column's value in the replica, None while the row itself has not reached it yet."""
+    try:
+        return nb.api.db_get(table, record, column).execute(check_error=True)
+    except RowNotFound:
+        return None
 
 
 def test_rows_changed_behind_our_back_are_repaired(cluster: Cluster) -> None:
