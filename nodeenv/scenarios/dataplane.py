@@ -2,7 +2,7 @@
 "The platform guard") and a packet claiming another pod's address dropped (OVN port security).
 
 Pods go through the installed `prismnet` executable as in the tenancy part. On a cluster the pod
-tries every TCP/SSL remote of its node's NB and SB (OVN central's address); on the single node,
+tries every TCP/SSL remote of the cluster's NB and SB (OVN central's address); on the single node,
 whose databases are unix sockets, the node's own address on the NB port. The spoof: an attacker
 pod sends raw UDP datagrams with the victim pod's source address to a receiver pod (three nodes on
 a cluster, one logical switch), which counts what arrives; the same datagrams with the attacker's
@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 
+from nodeenv.node import read_env_file
 from nodeenv.scenario import Place, Scenario
 
 CONNECT = """
@@ -58,7 +59,7 @@ def run(scn: Scenario) -> None:
     attacker, victim, receiver = (scn.at(i) for i in range(3))
     with scn.step("dataplane: a pod cannot open OVN's NB/SB (platform guard)", on=attacker.name) as r:
         pod = _pod(scn, attacker, "dp-attacker")
-        targets = _ovsdb_targets(attacker)
+        targets = _ovsdb_targets(scn, attacker)
         got = json.loads(_in(pod.netns, CONNECT, *targets))
         if not targets or "open" in got.values():
             raise RuntimeError(f"a tenant pod reaches OVN's databases: {got}")
@@ -84,9 +85,14 @@ def _pod(scn: Scenario, place: Place, name: str) -> _Pod:
     return _Pod(name, str(result["ips"][0]["address"]).split("/")[0])  # type: ignore[index]
 
 
-def _ovsdb_targets(place: Place) -> list[str]:
-    remotes = f"{place.env.get('OVN_NB_DB', '')},{place.env.get('OVN_SB_DB', '')}".split(",")
-    out = [r.split(":", 1)[1] for r in remotes if r.startswith(("tcp:", "ssl:"))]
+def _ovsdb_targets(scn: Scenario, place: Place) -> list[str]:
+    """HOST:PORT of OVN central's NB and SB as the nodes reach them (the cluster's underlay remotes;
+    a place's own OVN_NB_DB is the control part's unix socket in the sandbox); on the single node,
+    whose databases are unix sockets, the node's address on the NB port."""
+    env = read_env_file(scn.cluster.env_file) if scn.cluster is not None else place.env
+    keys = ("OVN_NB_DB_SSL", "OVN_SB_DB_SSL", "OVN_NB_DB_TCP", "OVN_SB_DB_TCP", "OVN_NB_DB", "OVN_SB_DB")
+    remotes = ",".join(env.get(k, "") for k in keys).split(",")
+    out = list(dict.fromkeys(r.split(":", 1)[1] for r in remotes if r.startswith(("tcp:", "ssl:"))))
     node_ip = place.env.get("K8SHOST_NODE_IP", "")
     return out or ([f"{node_ip}:6641"] if node_ip else [])
 
