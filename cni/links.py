@@ -238,6 +238,12 @@ class Links:
     def exists(self, ifname: str) -> bool:
         return os.path.exists(f"/sys/class/net/{ifname}")
 
+    def ipv4_addresses(self) -> list[str]:
+        """Every IPv4 address of this network namespace but loopback's 127/8 (the platform guard's)."""
+        with IPRoute() as host:
+            found = {a.get("IFA_ADDRESS") for a in host.get_addr(family=socket.AF_INET)}
+        return sorted(a for a in found if a and not ipaddress.IPv4Address(a).is_loopback)
+
 
 def _replace_addresses(ipr: IPRoute, idx: int, addresses: tuple[str, ...]) -> None:
     for cidr in addresses:

@@ -133,5 +133,6 @@ def teardown_ovn(s: AgentSettings, nb: Northbound, ovs: OvsPorts, node: str, mgm
     ovs.unbind(s.management_if)
     nb.delete_port(lsp)
     nb.egress().delete(node)
+    nb.guard().delete(node)
     if mgmt_ip:
         nb.delete_default_route(mgmt_ip)

@@ -37,6 +37,7 @@ from cni.ovn import (
     router_mac,
 )
 from cni.ovn_egress import NodeEgress, TrackPort, ipv4_of, track
+from cni.platform_guard import PlatformGuard
 from ovnaccess.commands import Command, by_name, read, table_rows
 from ovnaccess.connection import Ovsdb
 
@@ -293,6 +294,10 @@ class Northbound:
     def egress(self) -> NodeEgress:
         """Per-node egress policies and pod address sets (cni/ovn_egress.py)."""
         return NodeEgress(self._api, self._owner)
+
+    def guard(self) -> PlatformGuard:
+        """Per-node platform guard policies and address sets (cni/platform_guard.py)."""
+        return PlatformGuard(self._api, self._owner)
 
     def ensure_switch(
         self,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Self
 
+from cni.platform_ports import PLATFORM_PORTS, parse_ports
 from common.plasmacloud_grpc import PlasmaCloudAuth, add_flags
 from ovnaccess import tls
 from ovnaccess.tls import OvnTls
@@ -59,6 +60,11 @@ class AgentSettings:
     """CA and IAM token file for PrismNET IPAM (`prismnetEndpoint`; --plasmacloud-*): none, none of it."""
     ovn_tls: OvnTls | None = None
     """The agent's key, certificate and the OVN CA, for `ssl:` remotes (flags from ovnaccess.tls)."""
+    platform_ports: str = PLATFORM_PORTS
+    """Ports of the platform on the nodes and OVN central that no pod may reach (README "The platform
+    guard"); '' turns the guard off."""
+    platform_addresses: str = ""
+    """Comma-separated IPv4 addresses guarded besides the node's own and the OVN remotes' hosts."""
 
     @property
     def management_if(self) -> str:
@@ -96,6 +102,9 @@ class AgentSettings:
             raise ValueError("bridge and interface names are at most 15 characters")
         if not 576 <= self.mtu <= 65535:
             raise ValueError("mtu must be between 576 and 65535")
+        parse_ports(self.platform_ports)
+        for addr in filter(None, self.platform_addresses.split(",")):
+            ipaddress.IPv4Address(addr.strip())
 
 
 def _bool(value: str) -> bool:
@@ -152,4 +161,6 @@ def _doc(name: str) -> str:
         "dns_servers": "comma-separated nameservers in results",
         "dns_search": "comma-separated DNS search domains in results",
         "cluster_domain": "cluster domain: results search <ns>.svc.<domain> svc.<domain> <domain>, ndots:5",
+        "platform_ports": "tcp:PORT[-PORT]/udp:... pods may never reach on the nodes and OVN central",
+        "platform_addresses": "comma-separated IPv4 addresses guarded besides the node's and OVN central's",
     }.get(name, name)

@@ -10,6 +10,7 @@ the CSI sockets) from its place and cluster-wide ones from `scn.env`.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -94,6 +95,26 @@ class Scenario:
             raise
         result.ok, result.seconds = True, time.perf_counter() - t0
         self.results.append(result)
+
+    def add_pod(
+        self, env: dict[str, str], namespace: str, name: str, netns: str, *, chained: bool = True
+    ) -> dict[str, object]:
+        """A new network namespace `netns` ADDed as pod `namespace/name` through the node's installed
+        `prismnet` (`env`: the place's); its DEL and the namespace's removal deferred. The CNI result."""
+        from nodeenv.cni_component import installed_runtime  # it imports the CNI agent's settings
+
+        rt = installed_runtime(env, chained=chained)
+        cid, args = (
+            f"{namespace}{name}".replace("-", "") + "0" * 24,
+            (f"IgnoreUnknown=1;K8S_POD_NAMESPACE={namespace};K8S_POD_NAME={name}"),
+        )
+        subprocess.run(["ip", "netns", "add", netns], check=True, capture_output=True)
+        self.defer(lambda: subprocess.run(["ip", "netns", "del", netns], check=False))
+        call = rt.add(cid, f"/run/netns/{netns}", args=args)
+        if call.rc:
+            raise RuntimeError(f"ADD {namespace}/{name}: {call.out} {call.stderr}")
+        self.defer(lambda: rt.delete(cid, f"/run/netns/{netns}", call.out, args=args))
+        return call.out
 
     def defer(self, fn: Callable[[], object]) -> None:
         """Register a cleanup (its result is ignored); they run newest first when the scenario ends."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ from cni.links import Links
 from cni.management import ensure_management_port
 from cni.ovn import OvsPorts, connect
 from cni.ovn_nb import Northbound
+from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
 from cni.settings import AgentSettings
 from cni.wire import Dns
 from common.jsonlog import setup_logging
@@ -144,7 +146,8 @@ async def run(s: AgentSettings) -> int:
         s, metrics, lambda: serving.is_set() and all(d.connected() for d in dbs), lambda: startup.waiting_for
     )
     try:
-        service = await _start(s, startup, dbs)
+        refresh: list[Callable[[], object]] = []
+        service = await _start(s, startup, dbs, refresh)
         if service is None:
             log.info("stopped before the node's OVS/OVN was ready")
             return 0
@@ -152,6 +155,7 @@ async def run(s: AgentSettings) -> int:
         server = CniServer(service, metrics)
         runner = await serve_unix(server.app(), s.socket)
         serving.set()
+        keep = [asyncio.create_task(_keep_guard(stop, step)) for step in refresh]
         startup.waiting_for = ""
         log.info("prismnet-agent serving on %s (node %s, bridge %s)", s.socket, service.node, s.bridge)
         await stop.wait()
@@ -163,6 +167,7 @@ async def run(s: AgentSettings) -> int:
         except TimeoutError:
             log.warning("in-flight requests did not finish within %.0fs", DRAIN_SECONDS)
         await runner.cleanup()
+        await asyncio.gather(*keep)
         s.socket.unlink(missing_ok=True)
     finally:
         if metrics_runner:
@@ -173,9 +178,12 @@ async def run(s: AgentSettings) -> int:
     return 0
 
 
-async def _start(s: AgentSettings, startup: Startup, dbs: list[Ovsdb]) -> PodNetworkService | None:
-    """The connections (added to `dbs` as made), the integration bridge, the service and the
-    management port, each waited for; None when SIGTERM came first."""
+async def _start(
+    s: AgentSettings, startup: Startup, dbs: list[Ovsdb], refresh: list[Callable[[], object]]
+) -> PodNetworkService | None:
+    """The connections (added to `dbs` as made), the integration bridge, the service, the
+    management port and the platform guard (its step added to `refresh`), each waited for; None
+    when SIGTERM came first."""
     ovs_db = await startup.until(
         f"the local OVS (Open_vSwitch at {s.ovs_db})", lambda: connect(s.ovs_db, "Open_vSwitch")
     )
@@ -199,7 +207,24 @@ async def _start(s: AgentSettings, startup: Startup, dbs: list[Ovsdb]) -> PodNet
         )
         if port is None:
             return None
+        guard = functools.partial(ensure_platform_guard, s, a.nb.guard(), a.links, service.node, port.address)
+        if await startup.until("the platform guard", guard) is None:
+            return None
+        refresh.append(guard)
     return service
+
+
+async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object]) -> None:
+    """The platform guard again every GUARD_REFRESH s: an address the node gains later (the node-local
+    DNS's) is guarded within that; a failure is logged and tried at the next round."""
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), GUARD_REFRESH)
+        if not stop.is_set():
+            try:
+                await asyncio.to_thread(guard)
+            except Exception as e:  # the NB away for a while: the guard in OVN stays as it was
+                log.warning("platform guard refresh failed: %s", e)
 
 
 async def _serve_metrics(

@@ -3,7 +3,8 @@
 In the northbound database a node's PrismNET agent owns (cni/): its pods' logical switch ports and
 its management port (external_ids `prismnet.node=<node>`), the management switch
 `k8s-mgmt.<node>` with its router port, the egress policy and pod address set on the cluster
-router (`prismnet.node`), and the cluster router's default route via its management address. In the
+router (`prismnet.node`), its platform guard's policy and address set (`prismnet.platform-guard`),
+and the cluster router's default route via its management address. In the
 southbound database ovn-controller registered its Chassis (named by the node's OVS system-id, the
 node name here) with its Encaps and Chassis_Private. Releasing a node removes all of that: its
 pods' addresses are free again, no tunnel points at it, no policy reroutes to it.
@@ -19,6 +20,7 @@ from typing import Any
 from cni.management import management_names
 from cni.ovn import K_NODE, ROUTER
 from cni.ovn_egress import pods_set_name
+from cni.platform_guard import delete_guard_rows
 from ovnaccess.commands import Command, by_name, read, table_rows
 from ovnaccess.connection import Ovsdb, connect
 
@@ -87,6 +89,7 @@ class _ReleaseNb(Command):  # type: ignore[misc]
         aset = by_name(self.api, "Address_Set", pods_set_name(node))
         if aset is not None:
             aset.delete()
+        delete_guard_rows(self.api, node)
         self.result = removed
 
 

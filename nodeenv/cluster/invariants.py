@@ -13,7 +13,8 @@ one sentence per problem ([] = all holds):
 - no port without its pod: no pod port in the NB, no pod interface in any node's OVS and no host
   veth in any node that belongs to no pod (in `namespaces`, the scope of the check);
 - no leaked address: each live node's egress address set holds exactly its pods' addresses; no
-  address set, management port or chassis is left of a node that is not in the cluster.
+  address set (egress or platform guard), management port or chassis is left of a node that is not
+  in the cluster.
 
 `settle(...)` repeats the check until it holds or a timeout passes (ovn-controller installs ports
 and northd binds them asynchronously), and returns the last problems.
@@ -34,6 +35,7 @@ from cni.attachment import HOST_IF_PREFIX, Attachment
 from cni.management import management_names
 from cni.ovn import K_CID, K_NODE, K_NS
 from cni.ovn_egress import K_ROLE, ipv4_of, pods_set_name
+from cni.platform_guard import K_GUARD
 from nodeenv.cluster.cluster import Cluster, ClusterNode
 from nodeenv.node import read_env_file
 
@@ -254,7 +256,7 @@ def _nodes(snap: Snapshot, live: Sequence[str]) -> list[str]:
             out.append(f"egress set of {node}: leaked {sorted(extra)}, missing {sorted(missing)}")
     names = {p["name"] for p in snap.ports}
     owners = {p["external_ids"].get(K_NODE) for p in snap.ports} | {
-        s["external_ids"].get(K_NODE) for s in snap.address_sets
+        s["external_ids"].get(k) for s in snap.address_sets for k in (K_NODE, K_GUARD)
     }
     for node in live:
         if management_names(node)[1] not in names:

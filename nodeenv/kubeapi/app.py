@@ -16,6 +16,7 @@ from aiohttp import web
 from nodeenv.kubeapi import audit, discovery, handlers, openapi, openapiv2pb
 from nodeenv.kubeapi.admissionpolicy import CALLER, Caller
 from nodeenv.kubeapi.audit import INFO, USER
+from nodeenv.kubeapi.auth import User
 from nodeenv.kubeapi.errors import ApiError, InternalError, NotFound, Unauthorized, from_code
 from nodeenv.kubeapi.routing import resolve
 from nodeenv.kubeapi.state import ApiState
@@ -23,12 +24,19 @@ from nodeenv.kubeapi.wire import error_response, respond
 
 log = logging.getLogger(__name__)
 STATE = web.AppKey("kubeapi_state", ApiState)
-_OPEN = ("/healthz", "/readyz", "/livez", "/metrics")
+_OPEN = ("/healthz", "/readyz", "/livez")
+PUBLIC_INFO = (*_OPEN, "/version")
+"""What kube-apiserver gives anonymous users by default (the ClusterRole system:public-info-viewer,
+bound to system:unauthenticated); everything else needs a token (/metrics too: system:monitoring)."""
+ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
 H = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def _dispatch(request: web.Request, handler: H, st: ApiState) -> web.StreamResponse:
-    user = await st.authenticate(request.headers.get("Authorization"))
+    header = request.headers.get("Authorization")
+    user = await st.authenticate(header)
+    if user is None and header is None and request.path in PUBLIC_INFO:
+        user = ANONYMOUS
     if user is None:
         raise Unauthorized("Unauthorized")
     info = resolve(st.registry, request.method, request.path, request.query)
@@ -129,7 +137,7 @@ def make_app(st: ApiState) -> web.Application:
     app = web.Application(middlewares=[api_middleware], client_max_size=3 * 1024 * 1024)
     app[STATE] = st
     app.router.add_get("/version", _version)
-    for path in _OPEN[:3]:
+    for path in _OPEN:
         app.router.add_get(path, _health)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/openapi/v2", _openapi_v2)

@@ -3,6 +3,7 @@
 from nodeenv.scenarios import (
     cni,
     csi,
+    dataplane,
     e2e_volume,
     escapes,
     fiberlb,
@@ -24,6 +25,7 @@ from nodeenv.scenarios import (
 SCENARIOS = (
     ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
     escapes, tenant_data, pod_security,
+    dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodeenv.cni_component import installed_runtime
-from nodeenv.daemons import run_checked
 from nodeenv.scenario import Scenario
 
 NS = "sbx-dns"
@@ -95,15 +93,7 @@ def _create_objects(scn: Scenario, k: Kubectl, pod_ip: str) -> str:
 
 
 def _add_pod(scn: Scenario, env: dict[str, str]) -> dict[str, Any]:
-    rt = installed_runtime(env)
-    cid, args = "sbxdnsclient" + "0" * 24, f"IgnoreUnknown=1;K8S_POD_NAMESPACE={NS};K8S_POD_NAME={POD}"
-    run_checked(["ip", "netns", "add", POD])
-    scn.defer(lambda: subprocess.run(["ip", "netns", "del", POD], check=False))
-    call = rt.add(cid, f"/run/netns/{POD}", args=args)
-    if call.rc:
-        raise RuntimeError(f"ADD {POD}: {call.out} {call.stderr}")
-    scn.defer(lambda: rt.delete(cid, f"/run/netns/{POD}", call.out, args=args))
-    return call.out
+    return scn.add_pod(env, NS, POD, POD)
 
 
 def _write_resolv_conf(scn: Scenario, dns: dict[str, Any]) -> None:

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nodeenv.cni_component import CniRuntime, installed_runtime
 from nodeenv.daemons import run_checked
 from nodeenv.scenario import Place, Scenario
 from nodeenv.scenarios.webhook import WebhookClient, _review
@@ -127,20 +126,14 @@ def _pods(scn: Scenario, kubectl: list[str], places: list[Place]) -> dict[tuple[
     ips = {}
     with scn.step("tenancy: 3 pods through prismnet, in the API with labels and IPs", on=scn.where(*places)):
         for (ns, name), place in zip(PODS, places, strict=True):
-            ips[(ns, name)] = _pod(scn, kubectl, installed_runtime(place.env, chained=False), ns, name)
+            ips[(ns, name)] = _pod(scn, kubectl, place.env, ns, name)
     return ips
 
 
-def _pod(scn: Scenario, kubectl: list[str], rt: CniRuntime, ns: str, name: str) -> str:
-    netns, cid = f"{ns}-{name}", f"{ns}{name}".replace("-", "") + "0" * 24
-    args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME={name}"
-    run_checked(["ip", "netns", "add", netns])
-    scn.defer(lambda: subprocess.run(["ip", "netns", "del", netns], check=False))
-    call = rt.add(cid, f"/run/netns/{netns}", args=args)
-    if call.rc:
-        raise RuntimeError(f"ADD {ns}/{name}: {call.out}")
-    scn.defer(lambda: rt.delete(cid, f"/run/netns/{netns}", call.out, args=args))
-    ip = str(call.out["ips"][0]["address"]).split("/")[0]  # type: ignore[index]
+def _pod(scn: Scenario, kubectl: list[str], env: dict[str, str], ns: str, name: str) -> str:
+    netns = f"{ns}-{name}"
+    result = scn.add_pod(env, ns, name, netns, chained=False)
+    ip = str(result["ips"][0]["address"]).split("/")[0]  # type: ignore[index]
     server = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c", SERVER, "8080", "9000"])
 
     def stop_server() -> None:

@@ -21,6 +21,7 @@ from cni.management import management_names
 from cni.ovn import K_NODE, connect
 from cni.ovn_egress import pods_set_name
 from cni.ovn_nb import Northbound
+from cni.platform_ports import parse_ports
 from controllers.machinery import NODES, KubeClient
 from controllers.machinery.settings import parse
 from controllers.nodes.main import PREFIX, add_arguments, make_app
@@ -54,6 +55,7 @@ def _as_its_agent(node: Node, nb: Northbound, name: str, pods: int, route: str) 
         switch, lsp, {K_NODE: name, "prismnet.role": "management"}, mac_only_security=True
     )
     nb.egress().ensure(name, mgmt.ip, str(CLUSTER))
+    nb.guard().ensure(name, [mgmt.ip], parse_ports("tcp:6641"))
     _nbctl(node, "lr-route-add", "k8s-cluster-router", route, mgmt.ip)
     nb.ensure_switch("k8s-nodes-test", CLUSTER, 24)
     ips = [nb.allocate_port("k8s-nodes-test", f"nodes-test_{name}-{i}", {K_NODE: name},
@@ -105,6 +107,7 @@ async def test_a_deleted_node_is_released_and_nothing_else(
 
         await eventually(released, what="gone-1 released", timeout=10)
         assert nb.egress().members("gone-1") is None  # its egress set, with its policy and route
+        assert nb.guard().policy("gone-1") is None and nb.guard().policy("stays-1") is not None
         routes = _nbctl(ovn_node, "lr-route-list", "k8s-cluster-router")
         assert gone_ip not in routes and stays_ip in routes
         assert f"rtr-{management_names('gone-1')[0]}" not in _nbctl(
@@ -122,6 +125,7 @@ async def test_a_deleted_node_is_released_and_nothing_else(
         assert await asyncio.wait_for(task, 30) == 0
         for node in ("gone-1", "stays-1"):
             nb.egress().delete(node)
+            nb.guard().delete(node)
             for port in _ports_of(nb, node):
                 nb.delete_port(port)
         for chassis in ("gone-1", "stays-1", "hypervisor-7"):

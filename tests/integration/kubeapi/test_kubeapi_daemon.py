@@ -10,8 +10,12 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
+import yaml
 
 from nodeenv.daemons import is_alive
 from nodeenv.kubeapi.auditlog import read_audit_log
@@ -47,7 +51,12 @@ def test_daemon_serves_kubectl_and_stops_on_sigterm(tmp_path: Path) -> None:
         assert "namespace/kube-system" in out.stdout
         assert Path(info["users"]["alice"]).exists()
         ctx = ssl.create_default_context(cafile=str(tmp_path / "api" / "pki" / "ca.crt"))
-        with urllib.request.urlopen(f"{info['url']}/metrics", context=ctx, timeout=10) as r:
+        with pytest.raises(urllib.error.HTTPError) as anonymous:  # kube-apiserver: system:monitoring only
+            urllib.request.urlopen(f"{info['url']}/metrics", context=ctx, timeout=10)
+        assert anonymous.value.code == 401
+        token = yaml.safe_load(Path(info["users"]["alice"]).read_text())["users"][0]["user"]["token"]
+        req = urllib.request.Request(f"{info['url']}/metrics", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
             metrics = r.read().decode()
         assert 'kubeapi_requests_total{code="200",resource="namespaces",verb="list"} 1.0' in metrics
         proc.send_signal(signal.SIGTERM)
