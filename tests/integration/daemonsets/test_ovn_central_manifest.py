@@ -9,7 +9,10 @@ Each member runs the manifest's own script with the environment kubelet gives it
 POD_NAMESPACE, POD_IP, CLUSTER_DOMAIN): its node address is a loopback address of its own
 (127.0.0.11-13), its peers' names resolve through a hosts file bound over /etc/hosts in a private
 mount namespace (the cluster DNS's answer for the headless Service), its paths move into a temp dir
-and its ports are free ones of ours; the commands and probes are otherwise the manifest's."""
+and its ports are free ones of ours; the commands and probes are otherwise the manifest's. Its Secret
+volumes (ovn-tls-<identity>) hold what `secret_args` puts in those Secrets, from a PKI that
+nodeenv/ovn_pki.py's `manifest_pki` makes as `make boot` does; the checks reach the members over
+ssl: with a client certificate of that PKI, as the NB's real clients do."""
 
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ from typing import Any
 import pytest
 
 from nodeenv.daemons import free_port
+from nodeenv.ovn_pki import MANIFEST_IDENTITIES, OvnPki, manifest_pki, secret_args, secret_name
+from ovnaccess.tls import OvnTls
 from tests.conftest import require_ovn
 from tests.unit.daemonsets.rendered import find
 from tests.waiting import eventually
@@ -39,15 +44,39 @@ def ip(i: int) -> str:
     return f"127.0.0.{11 + i}"
 
 
-class Member:
-    """One pod of the StatefulSet: its own run/db/log dirs, its containers as processes."""
+def secret_mounts() -> dict[str, tuple[str, int]]:
+    """The StatefulSet's Secret volumes: mount path -> (the Secret's name, its files' mode)."""
+    spec = find("StatefulSet", "ovn-central")["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
+    mounts = [m for c in spec["containers"] for m in c.get("volumeMounts", []) if m["name"] in secrets]
+    return {m["mountPath"]: (secrets[m["name"]]["secretName"], secrets[m["name"]].get("defaultMode", 0o644))
+            for m in mounts}  # fmt: skip
 
-    def __init__(self, i: int, tmp: Path, ports: dict[str, str]) -> None:
+
+def fill_secret(target: Path, pki: OvnPki, secret: str, mode: int) -> None:
+    """What kubelet puts in a volume of Secret `secret`, as `secret_args` creates it from `pki`."""
+    (identity,) = [i for i in MANIFEST_IDENTITIES if secret_name(i) == secret]
+    for arg in secret_args(pki, identity):
+        if arg.startswith("--from-file="):
+            key, source = arg.removeprefix("--from-file=").split("=", 1)
+            (target / key).write_bytes(Path(source).read_bytes())
+            (target / key).chmod(mode)
+
+
+class Member:
+    """One pod of the StatefulSet: its own run/db/log dirs and Secret volumes, its containers as
+    processes."""
+
+    def __init__(self, i: int, tmp: Path, ports: dict[str, str], pki: OvnPki) -> None:
         self.i, self.ports, self.procs = i, ports, list[subprocess.Popen[bytes]]()
         names = {"/var/run/ovn": "run", "/var/lib/ovn": "db", "/var/log/ovn": "log", "etc": "etc"}
+        secrets = secret_mounts()
+        names |= {path: f"secret-{n}" for n, path in enumerate(secrets)}
         self.dirs = {d: tmp / f"m{i}" / name for d, name in names.items()}
         for d in self.dirs.values():
             d.mkdir(parents=True, exist_ok=True)
+        for path, (secret, mode) in secrets.items():
+            fill_secret(self.dirs[path], pki, secret, mode)
         self.hosts = tmp / f"m{i}" / "hosts"
         self.hosts.write_text("127.0.0.1 localhost\n")
         Path(f"{self.hosts}.resolv").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
@@ -59,8 +88,9 @@ class Member:
     def local(self, words: list[str]) -> list[str]:
         out = []
         for w in words:
-            for path in ("/var/run/ovn", "/var/lib/ovn", "/var/log/ovn"):
-                w = w.replace(path, str(self.dirs[path]))
+            for path, d in self.dirs.items():
+                if path.startswith("/"):
+                    w = w.replace(path, str(d))
             out.append(self.ports.get(w, w))
         return out
 
@@ -93,12 +123,13 @@ class Member:
 
 
 @pytest.fixture
-def members(tmp_path: Path) -> Iterator[tuple[list[Member], dict[str, str]]]:
+def members(tmp_path: Path) -> Iterator[tuple[list[Member], dict[str, str], OvnPki]]:
     require_ovn()
     ports = {p: str(free_port()) for p in ("6641", "6642", "6643", "6644")}
-    made = [Member(i, tmp_path, ports) for i in range(3)]
+    pki = manifest_pki(tmp_path / "pki", [ip(i) for i in range(3)])
+    made = [Member(i, tmp_path, ports, pki) for i in range(3)]
     try:
-        yield made, ports
+        yield made, ports, pki
     finally:
         for m in made:
             m.stop()
@@ -109,13 +140,24 @@ def containers() -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in sts["spec"]["template"]["spec"]["containers"]}
 
 
-def nbctl(ports: dict[str, str], member: int, *args: str) -> str:
-    argv = ["ovn-nbctl", f"--db=tcp:{ip(member)}:{ports['6641']}", "--no-leader-only", "--timeout=10", *args]
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+def nbctl_run(
+    ports: dict[str, str], member: int, tls: OvnTls, *args: str, timeout: int = 10
+) -> subprocess.CompletedProcess[str]:
+    """ovn-nbctl against `member`'s NB client listener over ssl:, presenting `tls`' certificate."""
+    argv = ["ovn-nbctl", f"--db=ssl:{ip(member)}:{ports['6641']}", *tls.ctl_flags(), "--no-leader-only",
+            f"--timeout={timeout}", *args]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def nbctl(ports: dict[str, str], member: int, pki: OvnPki, *args: str) -> str:
+    """As a PrismNET agent (one of the NB's clients, with its Secret's certificate)."""
+    done = nbctl_run(ports, member, pki.files("prismnet-agent"), *args)
+    assert done.returncode == 0, done.stderr
+    return str(done.stdout).strip()
 
 
 def test_three_members_form_the_clusters_without_capabilities(members: Any) -> None:
-    ms, ports = members
+    ms, ports, pki = members
     cs = containers()
     assert set(cs) == {"nb", "sb", "northd"}
     assert all(c["securityContext"]["capabilities"] == {"drop": ["ALL"]} for c in cs.values())
@@ -132,17 +174,23 @@ def test_three_members_form_the_clusters_without_capabilities(members: Any) -> N
         eventually(lambda m=m, p=pending: all(m.probe_ok(cs[n][k]) for n, k in p),  # type: ignore[misc]
                    lambda m=m: f"member {m.i}'s probes: {m.output('nb')}{m.output('sb')}")  # fmt: skip
     assert "creating the OVN_Northbound cluster" in ms[0].output("nb")
-    joined = f"joining the OVN_Southbound cluster through tcp:{ip(0)}:{ports['6644']}"
+    joined = f"joining the OVN_Southbound cluster through ssl:{ip(0)}:{ports['6644']}"
     assert joined in ms[2].output("sb")
     ctl = str(ms[0].dirs["/var/run/ovn"] / "ovnnb_db.ctl")
     argv = ["ovs-appctl", "-t", ctl, "cluster/status", "OVN_Northbound"]
     status = subprocess.run(argv, capture_output=True, text=True).stdout
-    assert all(f"tcp:{ip(i)}:{ports['6643']}" in status for i in range(3)), status
+    assert all(f"ssl:{ip(i)}:{ports['6643']}" in status for i in range(3)), status
     # one cluster: written through member 2's client listener (a follower forwards it), read at member 0
-    nbctl(ports, 2, "ls-add", "written-via-2")
-    assert "written-via-2" in nbctl(ports, 0, "ls-list")
+    nbctl(ports, 2, pki, "ls-add", "written-via-2")
+    assert "written-via-2" in nbctl(ports, 0, pki, "ls-list")
+    # mutual TLS only: a client that trusts the members' CA but presents a certificate another CA
+    # signed (under a name of a real client) is refused by the member
+    other = OvnPki(ms[0].dirs["etc"].parent / "other-pki").issue("prismnet-agent")
+    intruder = OvnTls(private_key=other.private_key, certificate=other.certificate, ca_cert=pki.ca_cert)
+    refused = nbctl_run(ports, 0, intruder, "ls-list", timeout=3)
+    assert refused.returncode != 0 and "written-via-2" not in refused.stdout, refused
     # ovn-northd against every member, as the manifest gives it k8shost-config's lists
-    remotes = {k: ",".join(f"tcp:{ip(i)}:{ports[p]}" for i in range(3))
+    remotes = {k: ",".join(f"ssl:{ip(i)}:{ports[p]}" for i in range(3))
                for k, p in (("OVN_NB_DB", "6641"), ("OVN_SB_DB", "6642"))}  # fmt: skip
     northd = cs["northd"]
     argv = [w.replace("$(OVN_NB_DB)", remotes["OVN_NB_DB"]).replace("$(OVN_SB_DB)", remotes["OVN_SB_DB"])
@@ -159,7 +207,7 @@ def test_three_members_form_the_clusters_without_capabilities(members: Any) -> N
 
 
 def test_a_standalone_database_seeds_member_0s_cluster(members: Any) -> None:
-    ms, ports = members
+    ms, ports, pki = members
     cs = containers()
     standalone = ms[0].dirs["/var/lib/ovn"] / "ovnnb_db.db"
     subprocess.run(["ovsdb-tool", "create", str(standalone), "/usr/share/ovn/ovn-nb.ovsschema"], check=True)
@@ -167,5 +215,5 @@ def test_a_standalone_database_seeds_member_0s_cluster(members: Any) -> None:
     subprocess.run(["ovsdb-tool", "transact", str(standalone), txn], check=True, capture_output=True)
     ms[0].start(cs["nb"])
     eventually(lambda: ms[0].probe_ok(cs["nb"]["readinessProbe"]), lambda: ms[0].output("nb"))
-    assert "from-the-deployment" in nbctl(ports, 0, "ls-list")
+    assert "from-the-deployment" in nbctl(ports, 0, pki, "ls-list")
     assert (ms[0].dirs["/var/lib/ovn"] / "ovnnb_db.db.standalone").exists()
