@@ -66,10 +66,15 @@ def test_clients_without_a_certificate_of_the_clusters_ca_are_refused(
 ) -> None:
     ca = pki(cluster).ca_cert
     foreign = stranger.issue(f"prismnet-agent-{cluster.nodes[0].name}")  # a plausible name, wrong CA
+    from_node = netns == cluster.nodes[-1].netns
     for host, port in members(cluster):
         for ctx in (client_context(ca, None), client_context(ca, foreign)):
             answer = list_dbs(host, port, ctx, netns)
-            assert answer.refused and answer.error.startswith("SSL"), (host, port, answer)
+            # from a pod the platform guard drops the SYN first (test_tenant_isolation.py), so the
+            # handshake's own refusal is seen from the node; either way nothing answers
+            assert answer.refused, (host, port, answer)
+            if from_node:
+                assert answer.error.startswith("SSL"), (host, port, answer)
 
 
 def test_a_certificate_of_the_clusters_ca_is_answered_from_a_node(cluster: Cluster) -> None:
