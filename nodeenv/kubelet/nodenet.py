@@ -53,6 +53,18 @@ class BootNode:
     def ovs_rundir(self) -> Path:
         return self.root / "run/openvswitch"
 
+    def vswitchd_ctl(self) -> Path | None:
+        """ovs-vswitchd's control socket, by its path. The ovs-node pod has no hostPID: its pidfile
+        holds the PID in the pod's own PID namespace, which `ovs-appctl -t ovs-vswitchd` from the
+        host would find dead (or another process) -- and delete the pidfile as stale."""
+        pidfile = self.ovs_rundir / "ovs-vswitchd.pid"
+        try:
+            pid = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        ctl = self.ovs_rundir / f"ovs-vswitchd.{pid}.ctl"
+        return ctl if ctl.is_socket() else None
+
 
 @dataclass
 class BootNodes:
@@ -107,10 +119,11 @@ class BootNodes:
         did = []
         for n in self.nodes:
             done = self.done.setdefault(n.name, set())
-            if "uplink" not in done and self._ovs_up(n):
+            ctl = n.vswitchd_ctl() if "uplink" not in done else None
+            if ctl is not None and self._ovs_up(n):
                 db = f"unix:{n.ovs_rundir / 'db.sock'}"
                 attach_uplink(n.netns, f"{n.address}/{n.prefixlen}", db, {"OVS_RUNDIR": str(n.ovs_rundir)},
-                              "ovs-vswitchd", n.ovs_rundir / "ovs-vswitchd.log")  # fmt: skip
+                              str(ctl), n.ovs_rundir / "ovs-vswitchd.log")  # fmt: skip
                 done.add("uplink")
                 did.append(f"{n.name}: {NODE_UPLINK} into {PHYS_BRIDGE}, {n.address} on {PHYS_BRIDGE}")
                 if all("uplink" in self.done.get(m.name, ()) for m in self.nodes):

@@ -19,6 +19,7 @@ prefix is its own (k8shkt)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -78,7 +79,7 @@ def booted() -> Iterator[Booted]:
 
 
 def _store() -> ImageStore:
-    return ImageStore.from_env({})
+    return ImageStore.from_env(os.environ)  # the store boot ran the pods in (K8SHOST_IMAGE_STORE too)
 
 
 def container(pod: str, name: str) -> str:
