@@ -29,6 +29,7 @@ from ovnaccess.central_status import (
     ROLES,
     RaftStatus,
     UnixctlError,
+    UnixctlRefused,
     call,
     parse_cluster_status,
     parse_northd_status,
@@ -76,11 +77,13 @@ class ExporterSettings:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """One scrape's answers: None where the daemon did not answer."""
+    """One scrape's answers."""
 
-    raft: dict[str, RaftStatus | None]
+    up: dict[str, bool]
+    """nb, sb, northd (those asked) -> whether the daemon answered."""
+    raft: dict[str, RaftStatus]
+    """nb, sb -> its RAFT state (absent: no answer, or a standalone database)."""
     northd: str | None
-    northd_asked: bool
 
 
 class CentralCollector(Collector):
@@ -100,10 +103,9 @@ class CentralCollector(Collector):
         term = GaugeMetricFamily("ovn_raft_term", "This member's RAFT term", labels=["database"])
         commit = GaugeMetricFamily("ovn_raft_commit_index", "This member's commit index", labels=["database"])
         servers = GaugeMetricFamily("ovn_raft_cluster_servers", "Servers in the cluster", labels=["database"])
+        for target, answered in s.up.items():
+            up.add_metric([target], 1.0 if answered else 0.0)
         for key, status in s.raft.items():
-            up.add_metric([key], 0.0 if status is None else 1.0)
-            if status is None:
-                continue
             db = DATABASES[key]
             for r in ROLES:
                 role.add_metric([db, r], 1.0 if status.role == r else 0.0)
@@ -111,8 +113,7 @@ class CentralCollector(Collector):
             commit.add_metric([db], status.commit_index)
             servers.add_metric([db], status.servers)
         northd = GaugeMetricFamily("ovn_northd_status", "1 for this northd's state", labels=["state"])
-        if s.northd_asked:
-            up.add_metric(["northd"], 0.0 if s.northd is None else 1.0)
+        if s.northd is not None:
             for state in NORTHD_STATES:
                 northd.add_metric([state], 1.0 if s.northd == state else 0.0)
         yield from (up, role, term, commit, servers, northd)
@@ -120,26 +121,37 @@ class CentralCollector(Collector):
 
 async def ask(settings: ExporterSettings) -> Snapshot:
     async def answer(target: Path, *command: str) -> str | None:
+        """The answer; '' when the daemon answered with an error; None when it did not answer."""
         try:
             return await asyncio.wait_for(asyncio.to_thread(call, target, *command), settings.timeout)
+        except UnixctlRefused as e:
+            log.debug("%s", e)
+            return ""
         except (UnixctlError, OSError, TimeoutError) as e:
             log.warning("%s did not answer %s: %s", target, command[0], e)
             return None
 
-    raft: dict[str, RaftStatus | None] = {}
+    up: dict[str, bool] = {}
+    raft: dict[str, RaftStatus] = {}
     for key, ctl in (("nb", settings.nb_ctl), ("sb", settings.sb_ctl)):
-        if ctl is not None:
-            text = await answer(ctl, "cluster/status", DATABASES[key])
-            try:
-                raft[key] = parse_cluster_status(text) if text is not None else None
-            except UnixctlError as e:  # a standalone database: no RAFT to report
-                log.warning("%s: %s", ctl, e)
-                raft[key] = None
+        if ctl is None:
+            continue
+        text = await answer(ctl, "cluster/status", DATABASES[key])
+        up[key] = text is not None
+        try:
+            if text:  # '' from a standalone database: it answers, but has no RAFT to report
+                raft[key] = parse_cluster_status(text)
+        except UnixctlError as e:
+            log.warning("%s", e)
     northd = None
     if settings.northd is not None:
         text = await answer(settings.northd, "status")
-        northd = parse_northd_status(text) if text else None
-    return Snapshot(raft, northd, settings.northd is not None)
+        up["northd"] = text is not None
+        try:
+            northd = parse_northd_status(text) if text else None
+        except UnixctlError as e:
+            log.warning("%s", e)
+    return Snapshot(up, raft, northd)
 
 
 def render(snapshot: Snapshot) -> bytes:

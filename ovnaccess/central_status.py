@@ -19,7 +19,11 @@ NORTHD_STATES = ("active", "standby", "paused")
 
 
 class UnixctlError(RuntimeError):
-    pass
+    """The daemon did not answer (no socket, refused, no pidfile)."""
+
+
+class UnixctlRefused(UnixctlError):
+    """The daemon answered with an error (a standalone ovsdb-server has no `cluster/status`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,8 @@ def call(target: Path, command: str, *args: str) -> str:
         error, err_text, result = client.transact(command, list(args))
     finally:
         client.close()
-    if error or err_text:
-        raise UnixctlError(f"{path} {command}: {os.strerror(error) if error else err_text.strip()}")
+    if error:
+        raise UnixctlError(f"{path} {command}: {os.strerror(error)}")
+    if err_text:
+        raise UnixctlRefused(f"{path} {command}: {err_text.strip()}")
     return str(result)

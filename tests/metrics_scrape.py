@@ -25,8 +25,12 @@ def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 def families(text: str) -> set[str]:
     """Metric names as the catalogue lists them (a counter with `_total`, a histogram bare)."""
+    fams = list(text_string_to_metric_families(text))
+    bases = {f.name for f in fams}
     out = set()
-    for fam in text_string_to_metric_families(text):
+    for fam in fams:
+        if fam.name.endswith("_created") and fam.name.removesuffix("_created") in bases:
+            continue  # prometheus_client's creation time of a counter/histogram, not a metric of ours
         out.add(fam.name + "_total" if fam.type == "counter" else fam.name)
     return out
 

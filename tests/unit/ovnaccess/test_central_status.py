@@ -65,7 +65,9 @@ def test_a_pidfile_names_the_control_socket(tmp_path: Path) -> None:
 
 
 def test_rendered_families_are_clean_for_promtool() -> None:
-    snap = Snapshot({"nb": parse_cluster_status(FOLLOWER), "sb": None}, "standby", True)
+    snap = Snapshot(
+        {"nb": True, "sb": False, "northd": True}, {"nb": parse_cluster_status(FOLLOWER)}, "standby"
+    )
     text = render(snap).decode()
     assert promtool_problems(text) == ""
     got = samples(text)
