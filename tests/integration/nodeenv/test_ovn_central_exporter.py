@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from nodeenv.daemons import free_port
+from nodeenv.metrics_scrape import promtool_problems, samples, scrape
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_central import OvnCentral
 from tests.conftest import require_ovn
-from tests.metrics_scrape import promtool_problems, samples, scrape
 
 Exporters = dict[int, str]
 

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from common import metric_catalogue as cat
-from tests.metrics_scrape import families
+from nodeenv.metrics_scrape import families
 
 ROOT = Path(__file__).resolve().parents[3]
 BEGIN, END = "<!-- metrics table: begin -->", "<!-- metrics table: end -->"

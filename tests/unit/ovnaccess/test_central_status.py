@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from nodeenv.metrics_scrape import promtool_problems, samples
 from ovnaccess.central_exporter import ExporterSettings, Snapshot, render
 from ovnaccess.central_status import (
     RaftStatus,
@@ -14,7 +15,6 @@ from ovnaccess.central_status import (
     parse_cluster_status,
     parse_northd_status,
 )
-from tests.metrics_scrape import promtool_problems, samples
 
 FOLLOWER = """\
 c2a0
