@@ -31,8 +31,10 @@ from typing import Any
 
 import pytest
 
+from nodeenv.daemons import http_get_in
 from nodeenv.image.build import image_name
 from nodeenv.image.store import ImageStore
+from nodeenv.metrics_scrape import promtool_problems, value
 from tests.conftest import require_ovn
 from tests.integration.kubelet.conftest import wait_for
 from tests.integration.kubelet.test_boot_cli import OURS_READY, cli, rows
@@ -140,6 +142,23 @@ def test_ovn_central_members_form_one_raft_cluster_per_database(booted: Booted) 
         assert {m["leader"] for m in members} - {"self"} <= {leaders[0]["sid"]}, members
         addresses = sorted(re.findall(r"at ssl:([\d.]+):", "\n".join(members[0]["servers"])))  # RAFT over TLS
         assert addresses == sorted(NODES.values()), members[0]["servers"]
+
+
+def test_each_ovn_central_pod_exports_its_members_raft_figures(booted: Booted) -> None:
+    """Issue 32 item 2: each ovn-central pod's exporter container, scraped as Prometheus would at its
+    node's address, port 9476 (the pod's prometheus.io annotations): every member's daemons answer, one
+    member leads each database, one northd is active."""
+    pods, texts = rows(booted.out), []
+    for i in range(3):
+        node = pods[f"ovn-central-{i}"][7]
+        status, body = http_get_in(f"{PREFIX}-{node}", f"http://{NODES[node]}:9476/metrics", timeout=10)
+        assert status == 200 and promtool_problems(body) == "", body[:300]
+        assert all(value(body, "ovn_central_up", target=t) == 1 for t in ("nb", "sb", "northd")), body
+        texts.append(body)
+    for db in ("OVN_Northbound", "OVN_Southbound"):
+        assert sum(value(t, "ovn_raft_role", database=db, role="leader") or 0 for t in texts) == 1, db
+        assert {value(t, "ovn_raft_cluster_servers", database=db) for t in texts} == {3.0}, db
+    assert sum(value(t, "ovn_northd_status", state="active") or 0 for t in texts) == 1
 
 
 def test_central_serves_every_node_chassis(booted: Booted) -> None:
