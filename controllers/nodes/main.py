@@ -22,6 +22,7 @@ from prometheus_client import Counter
 from controllers.machinery import NODES, AppContext, ControllerApp
 from controllers.nodes.release import OvnNodes
 from ovnaccess import tls
+from ovnaccess.metrics import OvsdbClientMetrics
 from ovnaccess.tls import OvnTls
 
 PREFIX = "NODES_"
@@ -48,6 +49,9 @@ async def setup(ctx: AppContext) -> None:
         await asyncio.to_thread(ovn.close)
 
     ctx.on_cleanup(close)
+    ovsdb = OvsdbClientMetrics(ctx.metrics.registry)
+    ovsdb.watch(ovn.nb, "OVN_Northbound")
+    ovsdb.watch(ovn.sb, "OVN_Southbound")
     nodes = ctx.informer(NODES)
     released = Counter(
         "prismnet_nodes_released", "Nodes whose OVN state was released", registry=ctx.metrics.registry
