@@ -7,6 +7,8 @@ where it listens, with the suite's alert rules loaded.
   for daemons on a node's or the underlay's loopback, through the proxy (`proxy_url`). The `job` label
   of each target is its component's (prismnet-agent, lightningstor-csi, ...; the names
   daemonsets/monitoring/rules.yml uses), `node` its node. Rules: daemonsets/monitoring/rules.yml.
+  A third file, `<PROMETHEUS_DIR>/extra.yml`, is for targets of this namespace someone adds (a test's
+  daemon): write it with nodeenv.prometheus.write_file_sd, `job` among the group's labels.
 - `write_targets(cluster)`: the targets and the proxy's routes from every part's env file, called each
   time the cluster files are written (up, join, remove): Prometheus re-reads them within 5 s.
 The scrape and rule evaluation interval is ClusterSettings.scrape_interval (K8SHOST_SCRAPE_INTERVAL).
@@ -46,9 +48,10 @@ JOBS = {
     "NETPOL_METRICS": "netpol-controller",
     "NODE_CONTROLLER_METRICS": "node-controller",
     "PROJECTS_METRICS": "project-controller",
-    "OVN_CENTRAL_METRICS": "ovn-central-exporter",
 }
 """node.env keys naming a /metrics URL -> the component's job label."""
+PREFIX_JOBS = {"OVN_CENTRAL_METRICS": "ovn-central-exporter"}
+"""Keys starting so (one per RAFT member: OVN_CENTRAL_METRICS_1, ...) -> the job label."""
 LOCAL_JOBS = {"WEBHOOK_HEALTH_URL": "iam-webhook"}
 """The control part's daemons (this namespace): key -> job; the URL is the base of /metrics."""
 CENTRAL = "central"
@@ -66,8 +69,9 @@ def _port(url: str) -> int | None:
 
 def _groups(route: str, env: Mapping[str, str], node: str) -> list[tuple[list[str], dict[str, str]]]:
     out = []
-    for key, job in JOBS.items():
-        if key in env and (port := _port(env[key])) is not None:
+    for key, url in sorted(env.items()):
+        job = JOBS.get(key) or next((j for p, j in PREFIX_JOBS.items() if key.startswith(p)), None)
+        if job is not None and (port := _port(url)) is not None:
             out.append(([f"{route}:{port}"], {"job": job, **({"node": node} if node else {})}))
     return out
 
@@ -106,7 +110,7 @@ class ClusterPrometheus:
         pdir = prometheus_dir(node)
         pdir.mkdir(parents=True, exist_ok=True)
         write_routes(pdir / "routes.json", {})
-        for name in ("local.yml", "netns.yml"):
+        for name in ("local.yml", "netns.yml", "extra.yml"):
             write_file_sd(pdir / name, [])
         port_file = pdir / "proxy.port"
         argv = [sys.executable, "-m", "nodeenv.prometheus.netns_proxy", "--routes-file",
@@ -123,6 +127,7 @@ class ClusterPrometheus:
             scrape_configs=[
                 ScrapeConfig(job="local", file_sd=[pdir / "local.yml"]),
                 ScrapeConfig(job="netns", file_sd=[pdir / "netns.yml"], proxy_url=proxy),
+                ScrapeConfig(job="extra", file_sd=[pdir / "extra.yml"]),  # yours: write_file_sd
             ],
         )
         url = PrometheusServer(PrometheusSettings(run_dir=pdir), config, node.daemons).start()
