@@ -291,5 +291,10 @@ def markdown_table() -> str:
     for m in CATALOGUE:
         where = "all controllers" if m.components == CONTROLLERS else ", ".join(m.components)
         where = "every OVSDB client" if m.components == OVN_CLIENTS else where
-        rows.append(f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '-'} | {where} | {m.meaning} |")
+        meaning = m.meaning.replace("|", "\\|")  # a cell's own bar would end it
+        rows.append(f"| `{m.name}` | {m.type} | {', '.join(m.labels) or '-'} | {where} | {meaning} |")
     return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

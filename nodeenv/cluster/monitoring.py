@@ -50,8 +50,8 @@ JOBS = {
     "PROJECTS_METRICS": "project-controller",
 }
 """node.env keys naming a /metrics URL -> the component's job label."""
-PREFIX_JOBS = {"OVN_CENTRAL_METRICS": "ovn-central-exporter"}
-"""Keys starting so (one per RAFT member: OVN_CENTRAL_METRICS_1, ...) -> the job label."""
+LISTS = {"OVN_CENTRAL_METRICS": "ovn-central-exporter"}
+"""Keys whose value lists URLs, comma-separated (one exporter per RAFT member) -> the job label."""
 LOCAL_JOBS = {"WEBHOOK_HEALTH_URL": "iam-webhook"}
 """The control part's daemons (this namespace): key -> job; the URL is the base of /metrics."""
 CENTRAL = "central"
@@ -69,10 +69,12 @@ def _port(url: str) -> int | None:
 
 def _groups(route: str, env: Mapping[str, str], node: str) -> list[tuple[list[str], dict[str, str]]]:
     out = []
-    for key, url in sorted(env.items()):
-        job = JOBS.get(key) or next((j for p, j in PREFIX_JOBS.items() if key.startswith(p)), None)
-        if job is not None and (port := _port(url)) is not None:
-            out.append(([f"{route}:{port}"], {"job": job, **({"node": node} if node else {})}))
+    for key, value in sorted(env.items()):
+        job = JOBS.get(key) or LISTS.get(key)
+        urls = value.split(",") if key in LISTS else [value]
+        for port in (_port(u) for u in urls if job is not None):
+            if port is not None:
+                out.append(([f"{route}:{port}"], {"job": str(job), **({"node": node} if node else {})}))
     return out
 
 
