@@ -47,7 +47,9 @@ def _auth(tls: TlsConfig | None, bearer_token_file: Path | None) -> dict[str, ob
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KubernetesSd:
-    """One `kubernetes_sd_configs` entry: list and watch `role` objects on `api_server`."""
+    """One `kubernetes_sd_configs` entry: list and watch `role` objects on `api_server`. Debian's
+    prometheus 2.42 is built without it (`promtool check config` refuses the field, and so does
+    PrometheusServer.start); a Prometheus built with it, or vmagent, takes it."""
 
     api_server: str
     role: str = "pod"
