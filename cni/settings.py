@@ -65,6 +65,8 @@ class AgentSettings:
     guard"); '' turns the guard off."""
     platform_addresses: str = ""
     """Comma-separated IPv4 addresses guarded besides the node's own and the OVN remotes' hosts."""
+    ovn_rundir: str = ""
+    """Where ovn-controller's control socket is, probed for prismnet_ovn_controller_up ('' = not)."""
 
     @property
     def management_if(self) -> str:
@@ -163,4 +165,5 @@ def _doc(name: str) -> str:
         "cluster_domain": "cluster domain: results search <ns>.svc.<domain> svc.<domain> <domain>, ndots:5",
         "platform_ports": "tcp:PORT[-PORT]/udp:... pods may never reach on the nodes and OVN central",
         "platform_addresses": "comma-separated IPv4 addresses guarded besides the node's and OVN central's",
+        "ovn_rundir": "ovn-controller's run dir: its control socket probed for /metrics ('' = not probed)",
     }.get(name, name)

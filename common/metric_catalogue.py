@@ -167,6 +167,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         (AGENT,),
         "Geneve tunnel interfaces of this node's OVS (one per other chassis), by BFD state up|down|off",
     ),
+    _m(
+        "prismnet_ovn_controller_up",
+        "gauge",
+        "",
+        (AGENT,),
+        "1 when this node's ovn-controller answers its control socket (with --ovn-rundir; else absent)",
+    ),
     # --- fiberlb-controller ---
     _m("fiberlb_pool_addresses", "gauge", "state", (FIBERLB,), "External IP pool addresses, state used|free"),
     _m(

@@ -22,6 +22,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 from aiohttp import web
@@ -34,6 +35,7 @@ from cni.ipam_usage import SubnetUsage
 from cni.links import Links
 from cni.management import ensure_management_port
 from cni.ovn import OvsPorts, connect
+from cni.ovn_controller_probe import OvnControllerProbe
 from cni.ovn_nb import Northbound
 from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
 from cni.settings import AgentSettings
@@ -143,6 +145,8 @@ async def run(s: AgentSettings) -> int:
     dbs: list[Ovsdb] = []
     metrics = Metrics(AgentSources(lambda: _Figures(started[0]) if started else None, s.cluster_network,
                                    s.subnet_prefix))  # fmt: skip
+    if s.ovn_rundir:
+        metrics.registry.register(OvnControllerProbe(Path(s.ovn_rundir)))
     serving = asyncio.Event()
     metrics_runner = await _serve_metrics(
         s, metrics, lambda: serving.is_set() and all(d.connected() for d in dbs), lambda: startup.waiting_for

@@ -10,6 +10,7 @@ from nodeenv.scenarios import (
     flashdns,
     kubeapi,
     metrics,
+    monitoring,
     node_failure,
     ovn_alive,
     ovn_tls,
@@ -30,6 +31,7 @@ SCENARIOS = (
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
+    monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip

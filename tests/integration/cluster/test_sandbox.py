@@ -70,6 +70,7 @@ def test_make_sandbox_runs_the_scenario_on_three_nodes(
     assert rows["tenancy: traffic refused across projects"][0] == "node3,node1"
     assert rows["node failure: node3 killed; pods on node1,node2 still reach each other"][0] == "node1,node2"
     assert rows["plasmacloud: a call without a token refused"][0] == "control"
+    assert rows["monitoring: flashdns-controller resumed (SIGCONT), FlashdnsDown resolves"][0] == "node3"
     assert "released" in out and "the invariants hold" in out
     for part in SCENARIOS:  # every part put steps in the table
         prefix = part.__name__.rsplit(".", 1)[1].replace("_", " ").replace("spec times", "spec")

@@ -39,8 +39,11 @@ def with_ovsdb(r: CollectorRegistry) -> CollectorRegistry:
 
 def agent() -> set[str]:
     from cni.daemon.metrics import AgentSources, Metrics
+    from cni.ovn_controller_probe import OvnControllerProbe
 
-    return _names(Metrics(AgentSources(lambda: None, ipaddress.IPv4Network("10.244.0.0/16"), 24)).registry)
+    m = Metrics(AgentSources(lambda: None, ipaddress.IPv4Network("10.244.0.0/16"), 24))
+    m.registry.register(OvnControllerProbe(ROOT / "no-such-rundir"))  # as main() does with --ovn-rundir
+    return _names(m.registry)
 
 
 def netpol() -> set[str]:
