@@ -334,9 +334,8 @@ def start_monitoring(s: BootSettings, api_url: str, netns: str = "") -> None:
     """Prometheus discovering the pods through the API at `api_url` (nodeenv/kubelet/monitoring.py)."""
     client = KubeClient.from_kubeconfig(s.kubeconfig)
     api = monitoring.start(s.run_dir, s.table(), client, api_url, s.run_dir / "kubeapi/pki/ca.crt", netns)
-    say(
-        f"Prometheus at {api.url}{f' in {netns}' if netns else ''} (logs {s.run_dir}/prometheus.log, vmagent.log)"
-    )
+    where = f" in {netns}" if netns else ""
+    say(f"Prometheus at {api.url}{where} (logs {s.run_dir}/prometheus.log, vmagent.log)")
 
 
 def start_volume_service(s: BootSettings, env: Mapping[str, str], host: str, nodes: list[str],

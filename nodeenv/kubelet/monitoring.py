@@ -40,6 +40,8 @@ from nodeenv.promapi import PromApi, PromApiError
 
 SERVICE_ACCOUNT = ("kube-system", "prometheus")
 SCRAPE_INTERVAL = "5s"
+METRICS_PORT = "metrics"
+"""The container port name that makes a target (README "Monitoring the booted cluster")."""
 TOKEN_SECONDS = 7 * 24 * 3600
 
 
@@ -48,7 +50,8 @@ def scrape_config(
 ) -> dict[str, Any]:
     """The scrape configuration (Prometheus's format): every `metrics` port of our Running pods."""
     relabel = [
-        {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"},
+        {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": METRICS_PORT,
+         "action": "keep"},
         {"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "Running", "action": "keep"},
         {"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"], "target_label": "job"},
         *({"source_labels": [f"__meta_kubernetes_{src}"], "target_label": dst} for src, dst in (
@@ -95,7 +98,8 @@ def start(run_dir: Path, table: DaemonTable, client: KubeClient, api_server: str
     argv = ["vmagent", f"-promscrape.config={d / 'scrape.yml'}", f"-remoteWrite.url={prom}/api/v1/write",
             f"-httpListenAddr=127.0.0.1:{ports[1]}", f"-remoteWrite.tmpDataPath={d / 'vmagent'}",
             "-promscrape.kubernetesSDCheckInterval=5s", "-remoteWrite.flushInterval=1s"]  # fmt: skip
-    start_foreground("vmagent", argv, run_dir / "vmagent.log", {}, table, netns)
+    _, proc = start_foreground("vmagent", argv, run_dir / "vmagent.log", {}, table, netns)
+    wait_until(lambda: _answers(PromApi(agent, netns)), "vmagent", 30, proc)
     (run_dir / "monitoring.json").write_text(
         json.dumps({"netns": netns, "prometheus": prom, "vmagent": agent})
     )
@@ -105,7 +109,7 @@ def start(run_dir: Path, table: DaemonTable, client: KubeClient, api_server: str
 def await_targets(run_dir: Path, timeout: float) -> str:
     """Once every discovered target is up (or at the timeout): a line saying how many are, and where."""
     info = json.loads((run_dir / "monitoring.json").read_text())
-    agent, targets = PromApi.from_file(run_dir / "monitoring.json", "vmagent"), []
+    agent, targets = PromApi.from_file(run_dir / "monitoring.json", "vmagent"), list[dict[str, Any]]()
     with contextlib.suppress(DaemonError):
         wait_until(lambda: _all_up(agent, targets), "every target up", timeout)
     down = [f"{t['scrapeUrl']} ({t.get('lastError') or t['health']})" for t in targets if t["health"] != "up"]
@@ -114,6 +118,14 @@ def await_targets(run_dir: Path, timeout: float) -> str:
         f"Prometheus: {len(targets) - len(down)}/{len(targets)} targets up; {where}curl {info['prometheus']}"
     )
     return line + (f"\ndown: {', '.join(down)}" if down else "")
+
+
+def _answers(agent: PromApi) -> bool:
+    try:
+        agent.targets()
+    except PromApiError:
+        return False
+    return True
 
 
 def _all_up(agent: PromApi, seen: list[dict[str, Any]]) -> bool:
