@@ -43,10 +43,11 @@ OVS_COLUMNS: Tables = {
     "Open_vSwitch": ["external_ids", "bridges"],
     "Bridge": ["name", "ports", "datapath_type"],
     "Port": ["name", "interfaces"],
-    "Interface": ["name", "type", "external_ids"],
+    "Interface": ["name", "type", "external_ids", "bfd_status"],
 }
 """Only what we read or write: ovs-vswitchd rewrites every Interface's statistics, status,
-link and ofport columns, and each such update would be parsed (in pure Python) by our IDL."""
+link and ofport columns, and each such update would be parsed (in pure Python) by our IDL
+(bfd_status changes only when a tunnel's BFD session changes state)."""
 NB_TABLES: Tables = dict.fromkeys(
     (
         "NB_Global",
@@ -153,6 +154,20 @@ class OvsPorts:
                 for r in table_rows(api, "Interface")
                 if K_CID in r.external_ids
             ]
+
+        return self._read(fn)  # type: ignore[no-any-return]
+
+    def tunnels(self) -> dict[str, int]:
+        """Geneve tunnel interfaces (ovn-controller makes one per other chassis) by BFD state:
+        up, down (any state but up while BFD runs) or off (no BFD session on it)."""
+
+        def fn(api: Any) -> dict[str, int]:
+            out = {"up": 0, "down": 0, "off": 0}
+            for r in table_rows(api, "Interface"):
+                if r.type == "geneve":
+                    state = r.bfd_status.get("state")
+                    out["off" if state is None else "up" if state == "up" else "down"] += 1
+            return out
 
         return self._read(fn)  # type: ignore[no-any-return]
 

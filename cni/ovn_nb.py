@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from cni.ipam_usage import SubnetUsage, reserved_addresses, subnet_usage
 from cni.ovn import (
     K_GEN,
     K_NODE,
@@ -228,12 +228,7 @@ def _used_addresses(api: Any, ls: Any, subnet: ipaddress.IPv4Network, held: Port
     a plain dict. Subnets are carved disjoint, so a port elsewhere holding an address of this
     subnet is a misconfiguration, and counting that address as taken is the safe answer.
     `ls.verify("ports")` still guards the switch against concurrent allocations."""
-    used: set[int] = set()
-    for text in ls.other_config.get("exclude_ips", "").split():
-        lo, _, hi = text.partition("..")
-        used.update(range(int(ipaddress.IPv4Address(lo)), int(ipaddress.IPv4Address(hi or lo)) + 1))
-    if ls.external_ids.get("prismnet.gateway"):
-        used.add(int(ipaddress.IPv4Address(ls.external_ids["prismnet.gateway"])))
+    used = reserved_addresses(ls)
     first, last = int(subnet.network_address), int(subnet.broadcast_address)
     for p in api.tables["Logical_Switch_Port"].rows.values():
         used.update(i for i in held.of(p) if first <= i <= last)
@@ -391,18 +386,9 @@ class Northbound:
 
         return read(self._api, fn)  # type: ignore[no-any-return]
 
-    def ips_by_namespace(self) -> dict[str, int]:
-        """Addresses held by pod ports, per Kubernetes namespace (cluster-wide)."""
-
-        def fn(api: Any) -> dict[str, int]:
-            out: Counter[str] = Counter()
-            for p in table_rows(api, "Logical_Switch_Port"):
-                ns = p.external_ids.get(K_NS)
-                if ns and p.external_ids.get(K_NODE):
-                    out[ns] += sum(len(a.split()) - 1 for a in p.addresses if a != "dynamic")
-            return dict(out)
-
-        return read(self._api, fn)  # type: ignore[no-any-return]
+    def address_usage(self) -> list[SubnetUsage]:
+        """Used and free addresses of every PrismNET subnet (cluster-wide; for /metrics)."""
+        return read(self._api, lambda api: subnet_usage(api, self._held.of))  # type: ignore[no-any-return]
 
     def ensure_default_route(self, nexthop: str) -> None:
         """Egress: the cluster router sends what it has no route for to a node (masqueraded there)."""

@@ -42,6 +42,8 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
     before the IDL thread runs again, delaying commits and notifications."""
 
     _synced_session = -1
+    reconnects = 0
+    """Times monitoring started again after a reconnection (ovsdb_client_reconnects_total)."""
 
     def cooperative_yield(self) -> None:
         pass
@@ -55,6 +57,7 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
         if session != self._synced_session and self.state == self.IDL_S_MONITORING:
             if self._synced_session != -1:
                 self.change_seqno += 1
+                self.reconnects += 1
             self._synced_session = session
         return changed
 

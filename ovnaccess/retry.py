@@ -100,6 +100,18 @@ class RetryingCommit:
         return ",".join(type(c).__name__ for c in self.commands)
 
     def commit(self) -> Any:
+        """`_commit_retrying`, timed for the API's `txn_observer` (ovnaccess/metrics.py) if any."""
+        started, ok = time.monotonic(), False
+        try:
+            result = self._commit_retrying()
+            ok = not isinstance(result, idlutils.ExceptionResult)
+            return result
+        finally:
+            observer = getattr(self.api, "txn_observer", None)
+            if observer is not None:
+                observer(time.monotonic() - started, ok)
+
+    def _commit_retrying(self) -> Any:
         policy: RetryPolicy = getattr(self.api, "retry_policy", RetryPolicy())
         started, delays, attempt = time.monotonic(), policy.delays(), 1
         while True:

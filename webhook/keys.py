@@ -277,6 +277,8 @@ class KeyStore:
         self._listeners: list[Callable[[], None]] = []
         self._lock = asyncio.Lock()
         self._attempts = 0
+        self.jwks_failures = 0
+        """JWKS fetches that failed (iam_webhook_jwks_refresh_failures_total)."""
         self._last_kid_refetch = float("-inf")
         self._next_refresh = float("-inf")
         self._tasks: list[asyncio.Task[None]] = []
@@ -329,6 +331,7 @@ class KeyStore:
         try:
             ttl = await self._jwks.fetch()
         except KeyLoadError as e:
+            self.jwks_failures += 1
             log.warning("%s; keeping %d last-good keys", e, len(self._jwks.keys))
             self._next_refresh = self._clock() + p.retry_after
             return False

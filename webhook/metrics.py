@@ -16,8 +16,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.
 class _LiveCollector(Collector):
     """Figures read at scrape time: cache lookups and hit ratio, key-set size and age."""
 
-    def __init__(self, cache: ReviewCache | None, keys: Callable[[], int], age: Callable[[], float]) -> None:
-        self._cache, self._keys, self._age = cache, keys, age
+    def __init__(self, cache: ReviewCache | None, keys: Callable[[], int], age: Callable[[], float],
+                 jwks_failures: Callable[[], int]) -> None:  # fmt: skip
+        self._cache, self._keys, self._age, self._jwks_failures = cache, keys, age, jwks_failures
 
     def collect(self) -> Iterator[Metric]:
         hits, misses = (self._cache.hits, self._cache.misses) if self._cache else (0, 0)
@@ -35,10 +36,20 @@ class _LiveCollector(Collector):
             "Seconds since the key sources last loaded successfully (+Inf: never)",
             value=self._age(),
         )
+        yield CounterMetricFamily(
+            "iam_webhook_jwks_refresh_failures", "JWKS fetches that failed (last good keys kept)",
+            value=self._jwks_failures(),
+        )  # fmt: skip
 
 
 class Metrics:
-    def __init__(self, cache: ReviewCache | None, keys: Callable[[], int], age: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        cache: ReviewCache | None,
+        keys: Callable[[], int],
+        age: Callable[[], float],
+        jwks_failures: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.reviews = Counter(
             "iam_webhook_reviews",
@@ -56,7 +67,7 @@ class Metrics:
             r: self.reviews.labels(r)
             for r in ("authenticated", "rejected", "bad_request", "forbidden", "unavailable", "error")
         }
-        self.registry.register(_LiveCollector(cache, keys, age))
+        self.registry.register(_LiveCollector(cache, keys, age, jwks_failures))
 
     def observe(self, result: str, seconds: float) -> None:
         self._by_result[result].inc()

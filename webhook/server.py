@@ -92,7 +92,7 @@ async def running(s: ServeSettings) -> AsyncIterator[Running]:
         reviewer = Reviewer(
             TokenValidator(s.token), ClaimMapper(s.mapping), lambda: keys.keyset, s.audiences, cache
         )
-        stats = Metrics(cache, lambda: len(keys.keyset.keys), keys.age)
+        stats = Metrics(cache, lambda: len(keys.keyset.keys), keys.age, lambda: keys.jwks_failures)
         files = TlsFiles(cert=s.tls_cert, key=s.tls_key, client_ca=s.client_ca)
         tls = server_context(files)
         certs = CertReloader(tls, files)

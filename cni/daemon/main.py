@@ -26,10 +26,11 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from cni.daemon.metrics import Metrics
+from cni.daemon.metrics import AgentSources, Metrics
 from cni.daemon.server import CniServer, serve_unix
 from cni.daemon.service import Adapters, PodNetworkService
 from cni.ipam import AddressSource, OvnIpam
+from cni.ipam_usage import SubnetUsage
 from cni.links import Links
 from cni.management import ensure_management_port
 from cni.ovn import OvsPorts, connect
@@ -140,14 +141,15 @@ async def run(s: AgentSettings) -> int:
     startup = Startup(stop)
     started: list[PodNetworkService] = []
     dbs: list[Ovsdb] = []
-    metrics = Metrics(ips_in_use=lambda: started[0]._a.nb.ips_by_namespace() if started else {})
+    metrics = Metrics(AgentSources(lambda: _Figures(started[0]) if started else None, s.cluster_network,
+                                   s.subnet_prefix))  # fmt: skip
     serving = asyncio.Event()
     metrics_runner = await _serve_metrics(
         s, metrics, lambda: serving.is_set() and all(d.connected() for d in dbs), lambda: startup.waiting_for
     )
     try:
         refresh: list[Callable[[], object]] = []
-        service = await _start(s, startup, dbs, refresh)
+        service = await _start(s, startup, dbs, refresh, metrics)
         if service is None:
             log.info("stopped before the node's OVS/OVN was ready")
             return 0
@@ -179,7 +181,11 @@ async def run(s: AgentSettings) -> int:
 
 
 async def _start(
-    s: AgentSettings, startup: Startup, dbs: list[Ovsdb], refresh: list[Callable[[], object]]
+    s: AgentSettings,
+    startup: Startup,
+    dbs: list[Ovsdb],
+    refresh: list[Callable[[], object]],
+    metrics: Metrics,
 ) -> PodNetworkService | None:
     """The connections (added to `dbs` as made), the integration bridge, the service, the
     management port and the platform guard (its step added to `refresh`), each waited for; None
@@ -190,12 +196,14 @@ async def _start(
     if ovs_db is None:
         return None
     dbs.append(ovs_db)
+    metrics.ovsdb.watch(ovs_db, "Open_vSwitch")
     nb_db = await startup.until(
         f"OVN Northbound at {s.ovn_nb_db}", lambda: connect(s.ovn_nb_db, "OVN_Northbound")
     )
     if nb_db is None:
         return None
     dbs.append(nb_db)
+    metrics.ovsdb.watch(nb_db, "OVN_Northbound")
     if await startup.until(f"the integration bridge {s.bridge}", lambda: _bridge(ovs_db, s.bridge)) is None:
         return None
     service = await asyncio.to_thread(build_service, s, ovs_db, nb_db)
@@ -212,6 +220,19 @@ async def _start(
             return None
         refresh.append(guard)
     return service
+
+
+class _Figures:
+    """What /metrics reads from a started agent: IPAM use (NB) and this node's tunnels (OVS)."""
+
+    def __init__(self, service: PodNetworkService) -> None:
+        self._a = service._a
+
+    def address_usage(self) -> list[SubnetUsage]:
+        return self._a.nb.address_usage()
+
+    def tunnels(self) -> dict[str, int]:
+        return self._a.ovs.tunnels()
 
 
 async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object]) -> None:

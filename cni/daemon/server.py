@@ -82,6 +82,16 @@ class KeyedLocks:
                 self._locks[key] = (lock, users - 1)
 
 
+def _result_code(status: int, reply: str) -> int:
+    """0 for a success, else the error reply's CNI code (999 if the reply has none)."""
+    if status == 200:
+        return 0
+    try:
+        return int(json.loads(reply)["code"])
+    except (ValueError, KeyError, TypeError):
+        return 999
+
+
 class CniServer:
     def __init__(self, service: PodNetworkService, metrics: Metrics) -> None:
         self._service, self._metrics = service, metrics
@@ -113,7 +123,7 @@ class CniServer:
             self.in_flight -= 1
             if not self.in_flight:
                 self.idle.set()
-        self._metrics.observe(command, status == 200, time.perf_counter() - t0)
+        self._metrics.observe(command, _result_code(status, text), time.perf_counter() - t0)
         return web.Response(status=status, body=text.encode(), content_type="application/json")
 
     async def _dispatch(self, env: dict[str, str], stdin: bytes, version: str) -> tuple[int, str]:

@@ -6,10 +6,9 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from prometheus_client import Gauge
-
 from controllers.fiberlb.backend import Backend
 from controllers.fiberlb.ippool import IpPool
+from controllers.fiberlb.metrics import FiberlbMetrics
 from controllers.fiberlb.reconcile import SLICES_BY_SERVICE, Reconciler, slice_service_key
 from controllers.fiberlb.settings import FiberlbSettings, add_arguments
 from controllers.fiberlb.status import ServiceWriter
@@ -33,16 +32,6 @@ def make_backend(s: FiberlbSettings) -> Backend:
     return OvnBackend.connect(s.ovn_nb_db)
 
 
-def pool_metrics(ctx: AppContext, rec: Reconciler) -> None:
-    """fiberlb_external_ips{state="in_use"|"total"} and fiberlb_services_waiting_for_ip, read at scrape."""
-    ips = Gauge("fiberlb_external_ips", "External IPs of the pools", ["state"], registry=ctx.metrics.registry)
-    ips.labels("in_use").set_function(lambda: rec.pool.in_use())
-    ips.labels("total").set_function(lambda: rec.pool.size)
-    waiting = Gauge("fiberlb_services_waiting_for_ip", "Services of our class waiting for an external IP",
-                    registry=ctx.metrics.registry)  # fmt: skip
-    waiting.set_function(lambda: len(rec.pending))
-
-
 async def setup(ctx: AppContext) -> None:
     s = FiberlbSettings.from_args(ctx.args)
     backend = await asyncio.to_thread(make_backend, s)
@@ -55,7 +44,12 @@ async def setup(ctx: AppContext) -> None:
     )  # fmt: skip
     ctrl = ctx.controller("fiberlb", rec.reconcile, lookup=services.store.get_by_key)
     rec.requeue = ctrl.enqueue
-    pool_metrics(ctx, rec)
+    rec.metrics = FiberlbMetrics(ctx.metrics.registry, lambda: rec.pool, lambda: len(rec.pending))
+    db = getattr(backend, "db", None)  # the ovn backend's NB connection
+    if db is not None:
+        from ovnaccess.metrics import OvsdbClientMetrics
+
+        OvsdbClientMetrics(ctx.metrics.registry).watch(db, "OVN_Northbound")
 
     def endpoints_changed(obj: KubeObject) -> None:  # coalesced over --debounce
         for key in slice_service_key(obj):

@@ -250,7 +250,7 @@ class OvnBackend:
     allocates_ips = False
 
     def __init__(self, db: Ovsdb) -> None:
-        self._db, self._api = db, db.api
+        self.db, self._api = db, db.api
         self.nb_writes = 0
         """Transactions that changed something (for the benchmark's NB writes/s)."""
 
@@ -332,4 +332,4 @@ class OvnBackend:
         return read(self._api, fn)
 
     def close(self) -> None:
-        self._db.stop()
+        self.db.stop()

@@ -35,6 +35,7 @@ from controllers.fiberlb.annotations import (
 from controllers.fiberlb.backend import Applied, Backend, BackendError
 from controllers.fiberlb.desired import DesiredLB, NoPorts, desired_lb
 from controllers.fiberlb.ippool import IpPool, PoolExhausted, Request, RequestedIPUnavailable
+from controllers.fiberlb.metrics import FiberlbMetrics
 from controllers.fiberlb.settings import FiberlbSettings
 from controllers.fiberlb.status import FINALIZER, ServiceWriter
 from controllers.machinery import EventRecorder, KubeObject, ReconcileError, Store
@@ -70,6 +71,7 @@ class Reconciler:
     requeue: Callable[[str], None] | None = None
     """Queues a key (the controller's enqueue); set once the controller exists."""
     pending: set[str] = field(default_factory=set)
+    metrics: FiberlbMetrics | None = None
     _started: bool = False
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -145,6 +147,8 @@ class Reconciler:
         return None
 
     async def _forget(self, key: str) -> None:
+        if self.metrics is not None:
+            self.metrics.forget(key)
         self._release(key)
         self.pending.discard(key)
         await self._backend(self.backend.delete, key, "")
@@ -211,6 +215,8 @@ class Reconciler:
         return [EndpointSlice.from_dict(o) for o in self.slices.by_index(SLICES_BY_SERVICE, svc.key)]
 
     async def _ensure(self, svc: Service, obj: KubeObject) -> None:
+        if self.metrics is not None and not svc.ingress_ips:
+            self.metrics.waiting_for_address(svc.key)
         try:
             opts = LbOptions.from_service(svc)
             if opts.sharing_key and not self.backend.shares_ips:
@@ -244,6 +250,8 @@ class Reconciler:
             svc = Service.from_dict(patched) if patched is not None else svc
         fresh = ip not in svc.ingress_ips
         await self.writer.set_status(svc, [ip], True, "Ready", f"{self.backend.name} load balancer on {ip}")
+        if self.metrics is not None:
+            self.metrics.status_written(svc.key)
         if fresh and self.events is not None:
             await self.events.record(_ref(obj), "Normal", "IPAllocated", "Allocate", f"external IP {ip}")
 
@@ -265,8 +273,10 @@ class Reconciler:
         req = self._request(svc, opts)
         try:
             ip = self.pool.assign(svc.key, req)
-        except WAIT_FOR_IP:
+        except WAIT_FOR_IP as e:
             self.pending.add(svc.key)
+            if self.metrics is not None:
+                self.metrics.allocation_failed(e)
             raise
         self.pending.discard(svc.key)
         return ip

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from controllers.flashdns.backend import RecordBackend
@@ -129,7 +129,7 @@ class DnsCollector(Collector):
     def __init__(self, backend: EmbeddedBackend) -> None:
         self.backend = backend
 
-    def collect(self) -> Iterable[CounterMetricFamily | GaugeMetricFamily]:
+    def collect(self) -> Iterable[Metric]:
         st = self.backend.server.stats
         q = CounterMetricFamily("flashdns_dns_queries", "DNS queries received", labels=["transport"])
         q.add_metric(["udp"], st.udp_queries)
@@ -147,6 +147,10 @@ class DnsCollector(Collector):
         limited.add_metric(["drop"], rrl.limited - rrl.slipped)
         yield limited
         yield GaugeMetricFamily("flashdns_zone_names", "Names in the zone", len(self.backend.zone))
+        yield GaugeMetricFamily(
+            "flashdns_zone_records", "Records in the zone", self.backend.zone.record_count()
+        )
+        yield from self.backend.server.responses.families()
 
 
 app = ControllerApp(

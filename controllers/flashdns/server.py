@@ -19,11 +19,13 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from dataclasses import dataclass
 
 from dnslib import DNSRecord  # type: ignore[import-untyped]
 
 from controllers.flashdns.answers import REFUSED, SERVFAIL, Answer, Answerer, capped, header_error
+from controllers.flashdns.figures import ResponseFigures
 from controllers.flashdns.forwarder import Forwarder
 from controllers.flashdns.ratelimit import ResponseRateLimit, Verdict, truncated
 from controllers.flashdns.zone import Zone
@@ -69,6 +71,7 @@ class DnsServer:
         self.rrl = rrl if rrl is not None else ResponseRateLimit()
         self.answerer = Answerer(zone, recursion=bool(forwarder and forwarder.upstreams))
         self.stats = ServerStats()
+        self.responses = ResponseFigures()
         self.port = 0
         self._cache: dict[bytes, bytes] = {}
         self._cache_size, self._max_forwards = cache_size, max_forwards
@@ -152,34 +155,40 @@ class DnsServer:
         assert self._udp is not None
         recv, send, stats = self._udp.recvfrom, self._udp.sendto, self.stats
         limit = self.rrl.check if self.rrl.enabled else None
+        rcodes, latency, clock = self.responses.rcodes, self.responses.udp, time.perf_counter
         while not self._stopping:
             try:
                 data, addr = recv(65535)
+                t0 = clock()
                 stats.udp_queries += 1
                 cached = self._cache.get(data[2:])
                 if cached is not None:  # the hot path: no context managers, no calls but the syscalls
                     stats.cache_hits += 1
                     verdict = Verdict.SEND if limit is None else limit(addr[0])
+                    if verdict is not Verdict.DROP:  # counted as it leaves (a client sees it counted)
+                        rcodes[cached[1] & 15] += 1
+                        latency.observe(clock() - t0)
                     if verdict is Verdict.SEND:
                         send(data[:2] + cached, addr)
                     elif verdict is Verdict.SLIP:
                         send(truncated(data[:2] + cached), addr)
                 else:
-                    self._udp_miss(data, addr)
+                    self._udp_miss(data, addr, t0)
             except OSError:
                 continue  # a send to a vanished client, or the socket closing on stop
             except Exception:  # a bug must cost one answer, never the server
                 log.exception("a UDP query crashed the answerer")
                 if len(data) >= 12:
+                    rcodes[SERVFAIL] += 1
                     with contextlib.suppress(OSError):
                         send(header_error(data, SERVFAIL), addr)
 
-    def _udp_miss(self, data: bytes, addr: tuple[str, int]) -> None:
+    def _udp_miss(self, data: bytes, addr: tuple[str, int], t0: float) -> None:
         cache = self._cache  # before reading the zone: see the module docstring
         ans = self.answerer.answer(data, tcp=False)
         if ans.forward or ans.chase:
             assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._spawn_udp, data, addr, ans)
+            self._loop.call_soon_threadsafe(self._spawn_udp, data, addr, ans, t0)
             return
         if ans.wire is None:
             self.stats.dropped += 1
@@ -188,28 +197,31 @@ class DnsServer:
             if len(cache) >= self._cache_size:
                 cache.clear()
             cache[data[2:]] = ans.wire[2:]
-        self._udp_send(ans.wire, addr)
+        self._udp_send(ans.wire, addr, t0)
 
-    def _udp_send(self, wire: bytes, addr: tuple[str, int]) -> None:
+    def _udp_send(self, wire: bytes, addr: tuple[str, int], t0: float) -> None:
         """One UDP reply through the response rate limit (slipped: an empty TC reply; or dropped)."""
         verdict = self.rrl.check(addr[0]) if self.rrl.enabled else Verdict.SEND
         if verdict is Verdict.DROP:
             return
         assert self._udp is not None
+        self.responses.sent(wire, self.responses.udp, time.perf_counter() - t0)
         with contextlib.suppress(OSError):
             self._udp.sendto(wire if verdict is Verdict.SEND else truncated(wire), addr)
 
-    def _spawn_udp(self, data: bytes, addr: tuple[str, int], ans: Answer) -> None:
+    def _spawn_udp(self, data: bytes, addr: tuple[str, int], ans: Answer, t0: float) -> None:
         if len(self._tasks) >= self._max_forwards and self._udp is not None:  # a flood of foreign names
             self.stats.forward_failures += 1
+            refused = header_error(data, REFUSED)
+            self.responses.sent(refused, self.responses.udp, time.perf_counter() - t0)
             with contextlib.suppress(OSError):
-                self._udp.sendto(header_error(data, REFUSED), addr)
+                self._udp.sendto(refused, addr)
             return
 
         async def reply() -> None:
             wire = capped(await self._resolve(data, ans, tcp=False), data)
             if self._udp is not None:
-                self._udp_send(wire, addr)
+                self._udp_send(wire, addr, t0)
 
         task = asyncio.get_running_loop().create_task(reply())
         self._tasks.add(task)
@@ -240,9 +252,11 @@ class DnsServer:
                 size = int.from_bytes(await asyncio.wait_for(reader.readexactly(2), TCP_IDLE), "big")
                 data = await asyncio.wait_for(reader.readexactly(size), TCP_IDLE)
                 self.stats.tcp_queries += 1
+                t0 = time.perf_counter()
                 wire = await self._tcp_answer(data)
                 if wire is None:
                     continue
+                self.responses.sent(wire, self.responses.tcp, time.perf_counter() - t0)
                 writer.write(len(wire).to_bytes(2, "big") + wire)
                 await writer.drain()
         except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):

@@ -91,6 +91,10 @@ class Zone:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    def record_count(self) -> int:
+        """Records over every owner (a record two owners contribute counts twice)."""
+        return sum(len(r) for r in list(self._owned.values()))
+
     # ---- writes (one thread: the controller's event loop) ----
     def replace(self, owner: str, records: Iterable[Record]) -> bool:
         """Make `records` exactly what `owner` contributes; False when nothing changed."""

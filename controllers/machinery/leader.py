@@ -64,7 +64,7 @@ class LeaderElector:
     ) -> None:
         self.client, self.settings = client, settings
         self._on_started, self._on_stopped = on_started_leading, on_stopped_leading
-        self._gauge = (metrics or MachineryMetrics()).leader_is_leader.labels(settings.name)
+        self._gauge = (metrics or MachineryMetrics()).leader_status.labels(settings.name)
         self._gauge.set(0)
         self._observed: KubeObject | None = None  # the Lease as last read or written
         self._observed_spec: object = None

@@ -9,7 +9,8 @@ QUEUE_BUCKETS = (0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.
 
 
 class MachineryMetrics:
-    """Work queue, reconcile, informer and leader-election figures, labelled by name."""
+    """Work queue, reconcile, informer and leader-election figures, labelled by name (client-go's
+    workqueue_* and leader_election_master_status names, so its dashboards and alerts apply)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
@@ -24,6 +25,25 @@ class MachineryMetrics:
             "Time a key waits in the queue before a worker takes it",
             ["name"],
             buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
+        self.work_duration = Histogram(
+            "workqueue_work_duration_seconds",
+            "Time a worker spends on one key (get to done)",
+            ["name"],
+            buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
+        self.unfinished_work = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "Seconds of work in progress not yet observed by workqueue_work_duration_seconds",
+            ["name"],
+            registry=r,
+        )
+        self.longest_running = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "Seconds the longest-running worker of the queue has been on its key",
+            ["name"],
             registry=r,
         )
         self.reconcile_duration = Histogram(
@@ -45,8 +65,11 @@ class MachineryMetrics:
         self.informer_watch_errors = Counter(
             "informer_watch_errors", "Watch connections that failed and were retried", ["kind"], registry=r
         )
-        self.leader_is_leader = Gauge(
-            "leader_is_leader", "1 while this replica holds the Lease", ["lease"], registry=r
+        self.leader_status = Gauge(
+            "leader_election_master_status",
+            "1 while this replica holds the Lease `name`",
+            ["name"],
+            registry=r,
         )
         self.events_dropped = Counter(
             "events_dropped", "Events not sent (rate limit or API error)", ["reason"], registry=r

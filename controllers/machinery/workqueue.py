@@ -34,9 +34,12 @@ class WorkQueue:
         self._adds = metrics.queue_adds.labels(name)
         self._retries = metrics.queue_retries.labels(name)
         self._latency = metrics.queue_latency.labels(name)
+        self._work = metrics.work_duration.labels(name)
+        metrics.unfinished_work.labels(name).set_function(self._unfinished_seconds)
+        metrics.longest_running.labels(name).set_function(self._longest_running_seconds)
         self._queue: deque[str] = deque()
         self._dirty: dict[str, float] = {}  # key -> when it was added (for the latency histogram)
-        self._processing: set[str] = set()
+        self._processing: dict[str, float] = {}  # key -> when a worker took it (work duration)
         self._timers: dict[str, tuple[float, asyncio.TimerHandle]] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._idle = asyncio.Event()
@@ -117,13 +120,15 @@ class WorkQueue:
         key = self._queue.popleft()
         self._depth.set(len(self._queue))
         self._latency.observe(time.monotonic() - self._dirty.pop(key))
-        self._processing.add(key)
+        self._processing[key] = time.monotonic()
         self._idle.clear()
         return key
 
     def done(self, key: str) -> None:
         """The worker finished `key`; if it was added meanwhile, queue it again."""
-        self._processing.discard(key)
+        started = self._processing.pop(key, None)
+        if started is not None:
+            self._work.observe(time.monotonic() - started)
         if key in self._dirty and not self._shutting_down:
             self._queue.append(key)
             self._depth.set(len(self._queue))
@@ -149,6 +154,14 @@ class WorkQueue:
     async def wait_idle(self) -> None:
         """Until no key is being processed."""
         await self._idle.wait()
+
+    def _unfinished_seconds(self) -> float:
+        now = time.monotonic()
+        return sum(now - t for t in list(self._processing.values()))
+
+    def _longest_running_seconds(self) -> float:
+        started = list(self._processing.values())
+        return time.monotonic() - min(started) if started else 0.0
 
     def _fire(self, key: str) -> None:
         self._timers.pop(key, None)

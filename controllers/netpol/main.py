@@ -17,6 +17,7 @@ from controllers.netpol.reconcile import (
 )
 from controllers.netpol.settings import PREFIX, NetpolSettings, add_arguments
 from ovnaccess import tls
+from ovnaccess.metrics import OvsdbClientMetrics
 
 
 async def setup(ctx: AppContext) -> None:
@@ -30,11 +31,13 @@ async def setup(ctx: AppContext) -> None:
     ctx.on_cleanup(close)
     policies, pods, namespaces = ctx.informer(NETWORK_POLICIES), ctx.informer(PODS), ctx.informer(NAMESPACES)
     metrics = NetpolMetrics(ctx.metrics.registry)
+    OvsdbClientMetrics(ctx.metrics.registry).watch(nb.db, "OVN_Northbound")
     reconciler = NetpolReconciler(nb, policies.store, pods.store, namespaces.store, events=ctx.events,
                                   priorities=s.priorities, metrics=metrics)  # fmt: skip
     ctrl = ctx.controller("netpol", reconciler.reconcile, workers=1)
 
     def poke(*_: Any) -> None:
+        metrics.changed()
         ctrl.enqueue(CLUSTER_KEY)
 
     def when(changed: Any) -> Any:

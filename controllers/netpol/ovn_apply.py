@@ -220,9 +220,9 @@ class PolicyNorthbound:
     """One NB connection (IDL replica of the four tables above) for the netpol controller."""
 
     def __init__(self, remote: str, timeout: float = 10.0) -> None:
-        self._db = connect(remote, "OVN_Northbound", TABLES, idl_class=_Idl, timeout=timeout)
-        self._idl: _Idl = self._db.idl
-        self.api = self._db.api
+        self.db = connect(remote, "OVN_Northbound", TABLES, idl_class=_Idl, timeout=timeout)
+        self._idl: _Idl = self.db.idl
+        self.api = self.db.api
         self._lock = threading.Lock()
         self._last = _Last()
         self._read(self._reset_view)  # on the IDL's thread: no notification interleaves
@@ -284,4 +284,4 @@ class PolicyNorthbound:
         return read(self.api, fn)
 
     def close(self) -> None:
-        self._db.stop()
+        self.db.stop()

@@ -36,6 +36,7 @@ from controllers.resources import Pod
 
 log = logging.getLogger(__name__)
 CLUSTER_KEY = "cluster"
+TO_ACL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 class Northbound(Protocol):
@@ -54,6 +55,32 @@ class NetpolMetrics:
         )
         self.apply = Histogram("netpol_apply_seconds", "translate + NB transaction per reconcile",
                                registry=registry)  # fmt: skip
+        self.to_acl = Histogram(
+            "netpol_policy_to_acl_seconds",
+            "A NetworkPolicy/Pod/Namespace change seen to its ACLs committed in NB",
+            buckets=TO_ACL_BUCKETS,
+            registry=registry,
+        )
+        self._pending: float | None = None
+
+    def changed(self) -> None:
+        """An informer saw a change the translation reads: timed until a reconcile commits it."""
+        if self._pending is None:
+            self._pending = time.monotonic()
+
+    def take_pending(self) -> float | None:
+        """At a reconcile's start: the oldest change it covers (changes after it wait for the next)."""
+        pending, self._pending = self._pending, None
+        return pending
+
+    def committed(self, since: float | None) -> None:
+        if since is not None:
+            self.to_acl.observe(time.monotonic() - since)
+
+    def not_committed(self, since: float | None) -> None:
+        """The reconcile failed: its changes are still pending (from when they were first seen)."""
+        if since is not None:
+            self._pending = since if self._pending is None else min(since, self._pending)
 
 
 class NetpolReconciler:
@@ -74,6 +101,17 @@ class NetpolReconciler:
         self.last: ApplyStats | None = None
 
     async def reconcile(self, key: str) -> None:
+        since = self.metrics.take_pending() if self.metrics is not None else None
+        try:
+            await self._reconcile()
+        except BaseException:
+            if self.metrics is not None:
+                self.metrics.not_committed(since)
+            raise
+        if self.metrics is not None:
+            self.metrics.committed(since)
+
+    async def _reconcile(self) -> None:
         started = time.monotonic()
         parsed, invalid = self._policies()
         ports = await asyncio.to_thread(self.nb.ports)

@@ -17,11 +17,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prometheus_client import Counter
+from prometheus_client import CollectorRegistry, Counter
 
 from controllers.machinery import NODES, AppContext, ControllerApp
 from controllers.nodes.release import OvnNodes
 from ovnaccess import tls
+from ovnaccess.metrics import OvsdbClientMetrics
 from ovnaccess.tls import OvnTls
 
 PREFIX = "NODES_"
@@ -40,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     tls.add_arguments(p, env)
 
 
+def released_counter(registry: CollectorRegistry) -> Counter:
+    return Counter("prismnet_nodes_released", "Nodes whose OVN state was released", registry=registry)
+
+
 async def setup(ctx: AppContext) -> None:
     tls.use(OvnTls.from_args(ctx.args))
     ovn = await asyncio.to_thread(OvnNodes, ctx.args.ovn_nb_db, ctx.args.ovn_sb_db)
@@ -48,10 +53,11 @@ async def setup(ctx: AppContext) -> None:
         await asyncio.to_thread(ovn.close)
 
     ctx.on_cleanup(close)
+    ovsdb = OvsdbClientMetrics(ctx.metrics.registry)
+    ovsdb.watch(ovn.nb, "OVN_Northbound")
+    ovsdb.watch(ovn.sb, "OVN_Southbound")
     nodes = ctx.informer(NODES)
-    released = Counter(
-        "prismnet_nodes_released", "Nodes whose OVN state was released", registry=ctx.metrics.registry
-    )
+    released = released_counter(ctx.metrics.registry)
 
     async def sweep(key: str) -> None:
         present = {n["metadata"]["name"] for n in nodes.store.list()}

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodeenv.central_exporter_component import CentralExporters
 from nodeenv.cluster.chassis import NodeChassis
 from nodeenv.cluster.control import (
     CONTROLLERS,
@@ -85,7 +86,7 @@ class Cluster:
             ovn_central=s.ovn_central,
             runtime_dir=s.runtime_dir,
         )
-        self.central = Node(central, [self.central_component])
+        self.central = Node(central, [self.central_component, CentralExporters(self.central_component)])
         self.nodes = [self.new_node(i, name) for i, name in enumerate(s.node_names(), 1)]
 
     def new_node(self, index: int, name: str = "") -> ClusterNode:

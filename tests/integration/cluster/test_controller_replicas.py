@@ -46,8 +46,8 @@ def _leading(cluster: Cluster, program: str) -> dict[str, bool]:
     for n in cluster.controller_nodes():
         status, body = http_get_in(n.netns, n.env[METRICS[program]])
         assert status == 200, (n.name, program, body)
-        m = re.search(rf'^leader_is_leader{{lease="{program}"}} (\S+)$', body, re.M)
-        assert m, f"no leader_is_leader on {program}'s /metrics on {n.name}"
+        m = re.search(rf'^leader_election_master_status{{name="{program}"}} (\S+)$', body, re.M)
+        assert m, f"no leader_election_master_status on {program}'s /metrics on {n.name}"
         out[n.name] = float(m.group(1)) == 1.0
     return out
 

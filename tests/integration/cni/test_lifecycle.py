@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -158,9 +159,14 @@ def test_status_and_metrics(agent: Agent, pods: Pods) -> None:
     call = agent.runtime().exec("prismnet", {"CNI_COMMAND": "STATUS"}, conf)
     assert call.rc == 0 and call.out == {}
     text = urllib.request.urlopen(agent.env["PRISMNET_METRICS"], timeout=5).read().decode()
-    assert 'prismnet_cni_requests_total{command="ADD",result="ok"}' in text
-    assert 'prismnet_cni_request_seconds_bucket{command="ADD"' in text
-    assert 'prismnet_ips_in_use{namespace="metrics"} 1.0' in text
+    assert 'prismnet_cni_requests_total{code="0",command="ADD"}' in text
+    assert 'prismnet_cni_request_duration_seconds_bucket{command="ADD"' in text
+    used = re.findall(r'^prismnet_ipam_subnet_addresses\{state="used",subnet="[^"]+"\} (\S+)$', text, re.M)
+    assert used and sum(float(v) for v in used) >= 2  # the pod's address and its subnet's gateway
+    assert re.search(r'^ovsdb_client_connected\{database="OVN_Northbound"\} 1\.0$', text, re.M)
+    assert re.search(
+        r'^ovsdb_client_transaction_duration_seconds_count\{database="Open_vSwitch"\} [1-9]', text, re.M
+    )
 
 
 def test_sigterm_lets_in_flight_requests_finish(agent: Agent, pods: Pods, tmp_path) -> None:

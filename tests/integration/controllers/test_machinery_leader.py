@@ -158,7 +158,7 @@ async def test_follower_is_ready_with_warm_caches_and_reports_metrics(kube_api: 
                     assert resp.status == 200
                 async with http.get(f"{base}/metrics") as resp:
                     text = await resp.text()
-                assert f'leader_is_leader{{lease="machinery-demo"}} {leader}' in text
+                assert f'leader_election_master_status{{name="machinery-demo"}} {leader}' in text
                 assert "workqueue_depth" in text and "controller_reconcile_duration_seconds" in text
         assert b.app.context is not None and b.app.context.informers[0].store.get(NS, "cm") is not None
         assert await a.terminate() == 0

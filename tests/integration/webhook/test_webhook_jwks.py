@@ -121,6 +121,7 @@ async def test_issuer_down_from_the_start_means_503_and_not_ready(pki: Pki) -> N
         assert await h.health("/healthz") == (200, "ok")
         assert await h.metric('iam_webhook_reviews_total{result="unavailable"}') == 1
         assert await h.metric("iam_webhook_keyset_age_seconds") == float("inf")
+        assert await h.metric("iam_webhook_jwks_refresh_failures_total") >= 1  # the fetch at start
 
 
 async def test_issuer_down_later_keeps_last_good_keys(pki: Pki) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import threading
 import time
@@ -11,9 +12,10 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from cni.attachment import Attachment
-from cni.daemon.metrics import Metrics
+from cni.daemon.metrics import AgentSources, Metrics
 from cni.daemon.server import CniServer, KeyedLocks
 from cni.errors import InvalidNetworkConfig
+from cni.ipam_usage import SubnetUsage
 from cni.wire import CniRequest, CniResult, IpConfig
 
 CONF = json.dumps({"cniVersion": "1.0.0", "name": "prismnet", "type": "prismnet"}).encode()
@@ -86,7 +88,11 @@ async def test_add_returns_the_result_in_the_requested_version(client) -> None:
     resp = await cl.post("/cni", data=frame(env("ADD")))
     assert resp.status == 200
     assert (await resp.json())["ips"] == [{"address": "10.0.0.5/24"}]
-    assert metrics.requests.labels("ADD", "ok")._value.get() == 1
+    reg = metrics.registry
+    assert reg.get_sample_value("prismnet_cni_requests_total", {"command": "ADD", "code": "0"}) == 1
+    count = reg.get_sample_value("prismnet_cni_request_duration_seconds_count", {"command": "ADD"})
+    took = reg.get_sample_value("prismnet_cni_request_duration_seconds_sum", {"command": "ADD"})
+    assert count == 1 and took is not None and took >= 0.05  # the fake ADD sleeps 50 ms
 
 
 async def test_cni_errors_keep_code_and_details(client) -> None:
@@ -94,7 +100,22 @@ async def test_cni_errors_keep_code_and_details(client) -> None:
     resp = await cl.post("/cni", data=frame(env("DEL")))
     assert resp.status == 400
     assert await resp.json() == {"cniVersion": "1.0.0", "code": 7, "msg": "nope", "details": "because"}
-    assert metrics.requests.labels("DEL", "error")._value.get() == 1
+    assert (
+        metrics.registry.get_sample_value("prismnet_cni_requests_total", {"command": "DEL", "code": "7"}) == 1
+    )
+    assert (
+        metrics.registry.get_sample_value("prismnet_cni_requests_total", {"command": "DEL", "code": "0"})
+        is None
+    )
+
+
+async def test_crash_counts_as_code_999(client) -> None:
+    cl, _, metrics = client
+    await cl.post("/cni", data=frame(env("CHECK")))
+    assert (
+        metrics.registry.get_sample_value("prismnet_cni_requests_total", {"command": "CHECK", "code": "999"})
+        == 1
+    )
 
 
 async def test_crash_is_999_without_details(client) -> None:
@@ -122,13 +143,37 @@ async def test_keyed_locks_are_dropped_when_unused() -> None:
     assert locks._locks == {}
 
 
+class FakeFigures:
+    def __init__(self) -> None:
+        self.fail = False
+
+    def address_usage(self) -> list[SubnetUsage]:
+        if self.fail:
+            raise RuntimeError("NB away")
+        return [SubnetUsage("10.244.0.0/24", 3, 251), SubnetUsage("10.244.1.0/24", 254, 0)]
+
+    def tunnels(self) -> dict[str, int]:
+        return {"up": 0, "down": 1, "off": 2}
+
+
 async def test_metrics_app_serves_health_and_metrics(aiohttp_client) -> None:
-    metrics = Metrics(ips_in_use=lambda: {"team-a": 3})
+    figures = FakeFigures()
+    metrics = Metrics(AgentSources(lambda: figures, ipaddress.IPv4Network("10.244.0.0/22"), 24))
     cl = await aiohttp_client(metrics.app(lambda: False))
     assert (await cl.get("/healthz")).status == 200
     assert (await cl.get("/readyz")).status == 503
     text = await (await cl.get("/metrics")).text()
-    assert 'prismnet_ips_in_use{namespace="team-a"} 3.0' in text
+    assert 'prismnet_ipam_subnet_addresses{state="used",subnet="10.244.0.0/24"} 3.0' in text
+    assert 'prismnet_ipam_subnet_addresses{state="free",subnet="10.244.1.0/24"} 0.0' in text
+    # 4 subnets of 254 in the /22: 257 used, the rest (2 uncarved subnets too) free
+    assert 'prismnet_ipam_addresses{state="used"} 257.0' in text
+    assert 'prismnet_ipam_addresses{state="free"} 759.0' in text
+    assert (
+        'prismnet_geneve_tunnels{bfd="down"} 1.0' in text and 'prismnet_geneve_tunnels{bfd="off"} 2.0' in text
+    )
+    figures.fail = True  # the NB away: the scrape still answers, without these figures
+    resp = await cl.get("/metrics")
+    assert resp.status == 200 and "prismnet_ipam_addresses{" not in await resp.text()
 
 
 async def test_gc_never_removes_an_attachment_while_its_add_runs(client) -> None:

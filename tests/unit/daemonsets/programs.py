@@ -55,6 +55,12 @@ def _webhook(argv: Sequence[str], env: Mapping[str, str]) -> Any:
     return parse(argv, env)
 
 
+def _central_exporter(argv: Sequence[str], env: Mapping[str, str]) -> Any:
+    from ovnaccess.central_exporter import ExporterSettings
+
+    return ExporterSettings.parse(argv, env)
+
+
 def _controller_app(program: str) -> Reader:
     """Programs built on controllers.machinery.ControllerApp (module attribute `app`)."""
     from controllers.machinery.settings import parse
@@ -74,7 +80,8 @@ def module_of(program: str) -> Any:
 
 def reader(program: str) -> Reader:
     table: dict[str, Reader] = {"prismnet-agent": _agent, "prismnet-install": _installer,
-                                "lightningstor-csi": _csi, "iam-webhook": _webhook}  # fmt: skip
+                                "lightningstor-csi": _csi, "iam-webhook": _webhook,
+                                "ovn-central-exporter": _central_exporter}  # fmt: skip
     if program in table:
         return table[program]
     if hasattr(module_of(program), "app"):
@@ -102,6 +109,8 @@ def health(program: str, settings: Any) -> Health | None:
         return Health(_port(settings.metrics_address), "/healthz", "/readyz")
     if program == "iam-webhook":
         return Health(settings.health_port, "/healthz", "/readyz")
+    if program == "ovn-central-exporter":
+        return Health(_port(settings.metrics_address), "/healthz", "/healthz")
     if program == "lightningstor-csi":
         return None  # CSI: the livenessprobe sidecar calls Probe on the socket and serves /healthz
     if hasattr(settings, "metrics_port"):  # ControllerApp: /metrics, /healthz, /readyz

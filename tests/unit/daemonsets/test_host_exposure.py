@@ -1,6 +1,6 @@
 """What the platform's pods expose of the node: an API token only where the pod calls the API, no
 host PID namespace, and no listener on every interface of a host-network pod (a metrics endpoint
-such as prismnet_ips_in_use lists every namespace): such pods bind the node's address (status.podIP
+such as prismnet_ipam_subnet_addresses lists every subnet): such pods bind the node's address (status.podIP
 of a host-network pod) or loopback, which still lets Prometheus scrape the node's address."""
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from webhook.keys import (
     parse_key_file,
     thumbprint,
 )
+from webhook.metrics import Metrics
 
 
 def test_each_key_type_gets_its_family() -> None:
@@ -164,3 +165,6 @@ async def test_unknown_kid_with_issuer_down_is_unavailable_and_rate_limited() ->
     with pytest.raises(KeysUnavailable) as e:
         await store.refetch_for_unknown_kid()
     assert jwks.fetches == 3 and e.value.headers() == {"Retry-After": "5"}
+    assert store.jwks_failures == 3
+    metrics = Metrics(None, lambda: 0, store.age, lambda: store.jwks_failures)
+    assert metrics.registry.get_sample_value("iam_webhook_jwks_refresh_failures_total") == 3

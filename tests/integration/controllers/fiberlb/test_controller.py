@@ -130,8 +130,10 @@ async def test_exhaustion_event_condition_then_ip_when_one_frees(
         await admin.create(service("c"))
         svc = await until(lambda: admin.get("c"), lambda s: condition(s) is not None)
         metrics = await asyncio.to_thread(_scrape, ctrl.app.metrics_port)
-        assert 'fiberlb_external_ips{state="in_use"} 2.0' in metrics
-        assert 'fiberlb_external_ips{state="total"} 2.0' in metrics
+        assert 'fiberlb_pool_addresses{state="used"} 2.0' in metrics
+        assert 'fiberlb_pool_addresses{state="free"} 0.0' in metrics
+        assert 'fiberlb_allocation_failures_total{reason="exhausted"}' in metrics
+        assert "fiberlb_service_status_seconds_count 2.0" in metrics
         assert "fiberlb_services_waiting_for_ip 1.0" in metrics
         assert condition(svc)["status"] == "False" and condition(svc)["reason"] == "IPPoolExhausted"  # type: ignore[index]
         assert "2 of 2 in use" in condition(svc)["message"]  # type: ignore[index]

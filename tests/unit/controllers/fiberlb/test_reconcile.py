@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from controllers.fiberlb.annotations import LbOptions
 from controllers.fiberlb.backend import Applied
 from controllers.fiberlb.desired import DesiredLB
 from controllers.fiberlb.ippool import IpPool
+from controllers.fiberlb.metrics import FiberlbMetrics
 from controllers.fiberlb.reconcile import SLICES_BY_SERVICE, Reconciler, slice_service_key
 from controllers.fiberlb.settings import FiberlbSettings
 from controllers.fiberlb.status import ServiceWriter
@@ -163,3 +166,27 @@ async def test_a_protocol_the_backend_refuses_is_reported_not_retried() -> None:
     rec.backend = SctpRefusing()
     assert await rec.reconcile("ns/sctp") is None  # returned, not raised: no retry loop
     assert writer.calls[-1] == ("status", ((), False, "UnsupportedProtocol"))
+
+
+async def test_pool_failures_and_status_latency_are_counted() -> None:
+    port = [{"port": 80, "targetPort": 80}]
+    outside = lb("d", port)
+    outside["spec"]["loadBalancerIP"] = "10.1.2.3"
+    rec, _, _ = make([lb("a", port), lb("b", port), lb("c", port), outside])
+    reg = CollectorRegistry()
+    rec.metrics = FiberlbMetrics(reg, lambda: rec.pool, lambda: len(rec.pending))
+    assert reg.get_sample_value("fiberlb_pool_addresses", {"state": "free"}) == 2
+    for key in ("ns/a", "ns/b", "ns/c", "ns/d"):
+        await rec.reconcile(key)
+    assert reg.get_sample_value("fiberlb_pool_addresses", {"state": "used"}) == 2
+    assert reg.get_sample_value("fiberlb_pool_addresses", {"state": "free"}) == 0
+    assert reg.get_sample_value("fiberlb_allocation_failures_total", {"reason": "exhausted"}) == 1
+    assert reg.get_sample_value("fiberlb_allocation_failures_total", {"reason": "unavailable"}) == 1
+    assert reg.get_sample_value("fiberlb_services_waiting_for_ip") == 2
+    assert reg.get_sample_value("fiberlb_service_status_seconds_count") == 2  # a and b got their address
+    rec.services.remove("ns/a")
+    await rec.reconcile("ns/a")  # a's IP freed: c gets it on its next reconcile
+    await rec.reconcile("ns/c")
+    assert reg.get_sample_value("fiberlb_service_status_seconds_count") == 3
+    took = reg.get_sample_value("fiberlb_service_status_seconds_sum")
+    assert took is not None and took > 0

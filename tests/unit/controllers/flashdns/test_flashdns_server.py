@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 from dnslib import QTYPE, DNSRecord
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from controllers.flashdns.forwarder import Forwarder, Upstream
 from controllers.flashdns.records import service_records
@@ -244,3 +247,37 @@ def test_forwarding_flood_is_refused_beyond_the_limit() -> None:
             assert all(r.header.rcode == 5 for r in refused)
         finally:
             st.close()
+
+
+class Figures(Collector):
+    def __init__(self, server: DnsServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(list(self.server.responses.families()))
+
+
+def test_responses_are_counted_by_rcode_and_timed_per_transport() -> None:
+    zone = Zone("cluster.local")
+    zone.replace(
+        "service/default/web", service_records(service("web", clusterIP="10.96.0.100"), [], "cluster.local")
+    )
+    st = ServerThread(DnsServer(zone, None))
+    try:
+        for _ in range(2):  # the second answer comes from the reply cache: counted all the same
+            assert ask(st.port, WEB).header.rcode == 0
+        assert ask(st.port, "nope.default.svc.cluster.local").header.rcode == 3
+        assert ask(st.port, WEB, tcp=True).header.rcode == 0
+        reg = CollectorRegistry()
+        reg.register(Figures(st.server))
+        assert reg.get_sample_value("flashdns_dns_responses_total", {"rcode": "NOERROR"}) == 3
+        assert reg.get_sample_value("flashdns_dns_responses_total", {"rcode": "NXDOMAIN"}) == 1
+        assert reg.get_sample_value("flashdns_dns_responses_total", {"rcode": "SERVFAIL"}) == 0
+        udp, tcp = {"transport": "udp"}, {"transport": "tcp"}
+        assert reg.get_sample_value("flashdns_dns_request_duration_seconds_count", udp) == 3
+        assert reg.get_sample_value("flashdns_dns_request_duration_seconds_count", tcp) == 1
+        under_5s = reg.get_sample_value("flashdns_dns_request_duration_seconds_bucket", {**udp, "le": "5.0"})
+        assert under_5s == 3
+        assert zone.record_count() == len(zone.records("service/default/web")) >= 1
+    finally:
+        st.close()

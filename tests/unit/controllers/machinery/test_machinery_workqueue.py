@@ -191,3 +191,31 @@ async def test_cancelled_waiter_does_not_lose_a_key() -> None:
     q.add("ns/a")  # wakes `first` ...
     first.cancel()  # ... which is cancelled before it runs
     assert await asyncio.wait_for(second, 1) == "ns/a"
+
+
+async def test_work_duration_and_in_flight_gauges_follow_a_worker() -> None:
+    metrics = MachineryMetrics()
+    q = WorkQueue("w", metrics=metrics)
+
+    def sample(name: str) -> float | None:
+        return metrics.registry.get_sample_value(name, {"name": "w"})
+
+    assert sample("workqueue_longest_running_processor_seconds") == 0
+    q.add("ns/a")
+    q.add("ns/b")
+    assert await q.get() == "ns/a"
+    await asyncio.sleep(0.05)
+    assert await q.get() == "ns/b"
+    await asyncio.sleep(0.02)
+    longest = sample("workqueue_longest_running_processor_seconds")
+    unfinished = sample("workqueue_unfinished_work_seconds")
+    assert longest is not None and 0.07 <= longest < 1
+    assert unfinished is not None and unfinished >= longest + 0.02  # both keys' time in progress
+    q.done("ns/a")
+    assert sample("workqueue_work_duration_seconds_count") == 1
+    work_sum = sample("workqueue_work_duration_seconds_sum")
+    assert work_sum is not None and work_sum >= 0.07
+    q.done("ns/b")
+    assert sample("workqueue_work_duration_seconds_count") == 2
+    assert sample("workqueue_longest_running_processor_seconds") == 0
+    assert sample("workqueue_unfinished_work_seconds") == 0

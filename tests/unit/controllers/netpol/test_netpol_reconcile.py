@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
 
 from controllers.machinery import Store
 from controllers.netpol.ovn_apply import ApplyStats, PortInfo
-from controllers.netpol.reconcile import NetpolReconciler, pod_changed
+from controllers.netpol.reconcile import NetpolMetrics, NetpolReconciler, pod_changed
 from controllers.netpol.translate import Desired, Frozen, deny_group, policy_group
 
 
@@ -90,3 +94,31 @@ def test_pod_updates_that_do_not_matter_are_ignored() -> None:
     assert not pod_changed(a, b)
     assert pod_changed(a, pod("web", {"app": "db"}, "10.0.0.5"))
     assert pod_changed(a, pod("web", {"app": "web"}, "10.0.0.7"))
+
+
+async def test_change_to_acl_latency_covers_the_wait_and_a_failed_attempt() -> None:
+    class FlakyNorthbound(FakeNorthbound):
+        fail = False
+
+        def apply(self, desired: Desired, keep: Any = ()) -> ApplyStats:
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("NB away")
+            return super().apply(desired, keep)
+
+    reg = CollectorRegistry()
+    metrics, nb = NetpolMetrics(reg), FlakyNorthbound()
+    r = NetpolReconciler(nb, *stores(policy("p")), metrics=metrics)
+    await r.reconcile("cluster")  # nothing changed yet: nothing to time
+    assert reg.get_sample_value("netpol_policy_to_acl_seconds_count") == 0
+    metrics.changed()
+    await asyncio.sleep(0.05)
+    metrics.changed()  # a second change before the reconcile: timed from the first
+    nb.fail = True
+    with pytest.raises(RuntimeError):
+        await r.reconcile("cluster")
+    assert reg.get_sample_value("netpol_policy_to_acl_seconds_count") == 0  # not committed
+    await r.reconcile("cluster")
+    assert reg.get_sample_value("netpol_policy_to_acl_seconds_count") == 1
+    took = reg.get_sample_value("netpol_policy_to_acl_seconds_sum")
+    assert took is not None and took >= 0.05
