@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: dashboards dashboard-snapshot setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status
+.PHONY: dashboards dashboard-snapshot monitoring-rules setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status
 
 setup:
 	@bash scripts/setup.sh
@@ -90,3 +90,7 @@ bench: setup ovs
 
 clean: boot-down node-down cluster-down
 	rm -rf .stamps build *.egg-info protos/*_pb2*.py protos/*_pb2.pyi
+
+# daemonsets/monitoring/prometheusrule.yaml (prometheus-operator) regenerated from rules.yml
+monitoring-rules: setup
+	$(PY) -m nodeenv.prometheus.prometheusrule

@@ -14,7 +14,8 @@ APT_PACKAGES=(
   podman runc busybox-static  # a real runtime for the CNI tests (runc: crun 1.8 refuses hybrid cgroups)
   mmdebstrap  # make image: the Debian base image, made from this machine's apt sources
   gcc make libc6-dev libssl-dev  # scripts/build-ovs.sh: ovs-vswitchd 3.5.0 from Debian's source
-  prometheus victoria-metrics  # make boot's Prometheus; vmagent: kubernetes_sd_configs, which Debian's prometheus lacks
+  prometheus  # promtool check/test rules in make test; the Prometheus of cluster mode (nodeenv/prometheus)
+  victoria-metrics  # make boot: vmagent's kubernetes_sd_configs (Debian's prometheus has none)
 )
 
 missing=()

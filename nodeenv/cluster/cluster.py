@@ -35,6 +35,7 @@ from nodeenv.cluster.control import (
     controller_replicas,
     node_services,
 )
+from nodeenv.cluster.monitoring import ClusterPrometheus, write_targets
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.cluster.underlay import Underlay, learn_neighbours, list_netns, netns_pids
 from nodeenv.cni_component import CniComponent
@@ -77,7 +78,8 @@ class Cluster:
         """The run dir by its short alias: every part's run dir is below it."""
         self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
         self.control = Node(NodeSettings(run_dir=self.run_dir / "control", runtime_dir=s.runtime_dir),
-                            control_components(self.underlay.netns, s.central_address))  # fmt: skip
+                            [*control_components(self.underlay.netns, s.central_address),
+                             ClusterPrometheus(s.scrape_interval)])  # fmt: skip
         pki = OvnPki(s.run_dir / "pki" / "ovn")  # the cluster's, made once (as kubeadm's)
         self.central_component = OvnCentral(s.ovn_central, listen_ip=s.central_address, pki=pki)
         central = NodeSettings(
@@ -256,8 +258,11 @@ class Cluster:
             # the IAM webhook the API double authenticates tokens through, and its dev signing key
             **{k: v for k, v in control.items() if k.startswith(("WEBHOOK_", "IAM_"))},
             "K8SHOST_CONTROLLER_NODES": " ".join(n.name for n in self.controller_nodes()),
+            # the cluster's Prometheus (nodeenv/cluster/monitoring.py)
+            **{k: v for k, v in control.items() if k.startswith("PROMETHEUS_")},
         }
         write_env_file(self.env_file, env)
+        write_targets(self)
         return env
 
     def load(self) -> dict[str, str]:

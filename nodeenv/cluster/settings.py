@@ -30,6 +30,8 @@ class ClusterSettings:
     replicas: 2 with anti-affinity); fewer nodes, fewer replicas (the others would stay Pending)."""
     runtime_dir: Path = RUNTIME_DIR
     """Where the run dir's short alias is made (nodeenv/runtime_dir.py)."""
+    scrape_interval: str = "15s"
+    """The cluster's Prometheus: scrape and rule evaluation interval (nodeenv/cluster/monitoring.py)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ClusterSettings:
@@ -43,6 +45,7 @@ class ClusterSettings:
             cluster_cidr=env.get("K8SHOST_CLUSTER_CIDR", d.cluster_cidr),
             controller_replicas=int(env.get("K8SHOST_CONTROLLER_REPLICAS", d.controller_replicas)),
             runtime_dir=runtime_dir_from_env(env),
+            scrape_interval=env.get("K8SHOST_SCRAPE_INTERVAL", d.scrape_interval),
         )
 
     def validate(self) -> None:
