@@ -75,7 +75,7 @@ test-image: image
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy cni csi webhook controllers common nodeenv ovnaccess
+	$(VENV)/bin/mypy cni csi webhook controllers common nodeenv ovnaccess dashboards
 
 # Grafana dashboards as code (dashboards/catalogue.py) -> daemonsets/monitoring/dashboards/*.json
 dashboards: setup

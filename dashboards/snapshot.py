@@ -19,12 +19,12 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402  -- after the backend is chosen
-from matplotlib.axes import Axes  # noqa: E402
+import matplotlib.pyplot as plt  # after the backend is chosen
+from matplotlib.axes import Axes
 
-from dashboards.catalogue import OVERVIEW, Dashboard, Panel  # noqa: E402
-from dashboards.grafana import PER_ROW  # noqa: E402
-from nodeenv.promapi import PromApi, PromApiError  # noqa: E402
+from dashboards.catalogue import OVERVIEW, Dashboard, Panel
+from dashboards.grafana import PER_ROW
+from nodeenv.promapi import PromApi, PromApiError
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = {"s": "seconds", "ops": "/s", "reqps": "req/s", "percentunit": "fraction"}
@@ -34,10 +34,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m dashboards.snapshot", description=__doc__)
     p.add_argument("--run-dir", default=env.get("K8SHOST_BOOT_DIR", ".run-boot"),
                    help="the boot's run dir (env K8SHOST_BOOT_DIR; default .run-boot)")  # fmt: skip
-    p.add_argument("--out", default=env.get("K8SHOST_SNAPSHOT", str(ROOT / "docs" / "dashboards" / "overview.png")),
+    png = ROOT / "docs" / "dashboards" / "overview.png"
+    p.add_argument("--out", default=env.get("K8SHOST_SNAPSHOT", str(png)),
                    help="the PNG (env K8SHOST_SNAPSHOT; default docs/dashboards/overview.png)")  # fmt: skip
     p.add_argument("--range", default=env.get("K8SHOST_SNAPSHOT_RANGE", "15m"),
-                   help="how far back, Prometheus duration (env K8SHOST_SNAPSHOT_RANGE; default 15m)")  # fmt: skip
+                   help="how far back: 15m, 900s, 1h (env K8SHOST_SNAPSHOT_RANGE; default 15m)")  # fmt: skip
     return p
 
 

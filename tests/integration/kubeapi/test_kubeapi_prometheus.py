@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from nodeenv.daemons import DaemonTable
@@ -49,7 +49,7 @@ def kube_api_config() -> ApiConfig:
 
 
 @pytest.fixture
-def metrics_port() -> int:
+def metrics_port() -> Iterator[int]:
     """A pod's /metrics: a counter `demo_scrapes_total` on a free loopback port."""
     registry = CollectorRegistry()
     Counter("demo_scrapes", "a counter to scrape", registry=registry).inc(3)

@@ -5,13 +5,15 @@ PromQL parses (promtool's parser, through a rule file: Debian's promtool checks 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 
+from common.metric_catalogue import CATALOGUE
 from dashboards.__main__ import OUT, main, stale
 from dashboards.catalogue import DASHBOARDS, OVERVIEW
 from dashboards.grafana import build
@@ -51,7 +53,8 @@ def test_overview_covers_what_an_operator_looks_at_first() -> None:
     exprs = " ".join(p.expr for p in OVERVIEW.panels)
     for metric in ("up", "ovn_raft_role", "ovn_northd_status", "prismnet_geneve_tunnels",
                    "prismnet_cni_requests_total", "prismnet_cni_request_duration_seconds_bucket",
-                   "fiberlb_pool_addresses", "flashdns_dns_queries_total", "netpol_policy_to_acl_seconds_bucket",
+                   "fiberlb_pool_addresses", "flashdns_dns_queries_total",
+                   "netpol_policy_to_acl_seconds_bucket",
                    "iam_webhook_reviews_total", "csi_rpc_total"):  # fmt: skip
         assert metric in exprs, metric
 
@@ -66,3 +69,18 @@ def test_every_query_parses(tmp_path: Path) -> None:
     proc = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.dumps(rules)  # every panel became a rule
+
+
+def test_every_metric_a_panel_reads_is_catalogued() -> None:
+    """A misspelt name would be an empty panel: each name is in common/metric_catalogue.py (histograms
+    read through their `_bucket` series), or a scrape's own `up`."""
+    known = {"up"}
+    for spec in CATALOGUE:
+        known |= {f"{spec.name}_bucket"} if spec.type == "histogram" else {spec.name}
+    keywords = {"sum", "max", "min", "avg", "by", "without", "rate", "histogram_quantile", "and", "on", "le"}
+    for d in DASHBOARDS:
+        for p in d.panels:
+            bare = re.sub(r"\{[^}]*\}|\[[^]]*\]|\"[^\"]*\"|\([^()]*\)(?=\s*\()", " ", p.expr)
+            names = set(re.findall(r"[a-z_][a-z0-9_]*", bare)) - keywords
+            names -= {w for w in names if re.search(rf"by \([^)]*\b{w}\b", p.expr) or f"on ({w})" in p.expr}
+            assert names <= known, f"{d.uid} {p.title!r}: {sorted(names - known)} not in the catalogue"
