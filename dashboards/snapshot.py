@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -24,7 +23,8 @@ from matplotlib.axes import Axes
 
 from dashboards.catalogue import OVERVIEW, Dashboard, Panel
 from dashboards.grafana import PER_ROW
-from nodeenv.promapi import PromApi, PromApiError
+from nodeenv.promapi import NetnsPrometheusApi, Series
+from nodeenv.prometheus import PrometheusApiError
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = {"s": "seconds", "ops": "/s", "reqps": "req/s", "percentunit": "fraction"}
@@ -55,11 +55,10 @@ def legend(panel: Panel, labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__") or "value"
 
 
-def draw(ax: Axes, panel: Panel, series: list[dict[str, Any]], start: float) -> int:
+def draw(ax: Axes, panel: Panel, points: list[Series], start: float) -> int:
     """One panel; the number of series drawn."""
     ax.set_title(panel.title, fontsize=10)
     ax.tick_params(labelsize=7)
-    points = [(s["metric"], [(float(t), float(v)) for t, v in s["values"]]) for s in series]
     if not points:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
         return 0
@@ -78,7 +77,7 @@ def draw(ax: Axes, panel: Panel, series: list[dict[str, Any]], start: float) -> 
     return len(points)
 
 
-def render(api: PromApi, d: Dashboard, out: Path, span: float) -> dict[str, int]:
+def render(api: NetnsPrometheusApi, d: Dashboard, out: Path, span: float) -> dict[str, int]:
     """The dashboard's panels over the last `span` seconds into `out`; series per panel."""
     end = time.time()
     start = end - span
@@ -106,8 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dashboard-snapshot: {where} not found: `make boot` first", file=sys.stderr)
         return 1
     try:
-        drawn = render(PromApi.from_file(where), OVERVIEW, Path(a.out), seconds(a.range))
-    except (PromApiError, ValueError) as e:
+        drawn = render(NetnsPrometheusApi.from_file(where), OVERVIEW, Path(a.out), seconds(a.range))
+    except (PrometheusApiError, OSError, ValueError) as e:
         print(f"dashboard-snapshot: {e}", file=sys.stderr)
         return 1
     empty = [t for t, n in drawn.items() if not n]

@@ -36,7 +36,8 @@ import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 from nodeenv.daemons import DaemonError, DaemonTable, free_port, start_foreground
 from nodeenv.daemons import wait_for as wait_until
 from nodeenv.kubelet.apiclient import KubeClient
-from nodeenv.promapi import PromApi, PromApiError
+from nodeenv.promapi import NetnsPrometheusApi
+from nodeenv.prometheus import PrometheusApiError, Target
 
 SERVICE_ACCOUNT = ("kube-system", "prometheus")
 SCRAPE_INTERVAL = "5s"
@@ -77,7 +78,7 @@ def write_token(client: KubeClient, path: Path) -> None:
 
 
 def start(run_dir: Path, table: DaemonTable, client: KubeClient, api_server: str, ca_file: Path,
-          netns: str = "") -> PromApi:  # fmt: skip
+          netns: str = "") -> NetnsPrometheusApi:  # fmt: skip
     """Prometheus and vmagent in `netns` ("" = this one), discovering through `api_server`; once
     Prometheus answers, `<run_dir>/monitoring.json` says where they are."""
     for tool in ("prometheus", "vmagent"):
@@ -93,13 +94,13 @@ def start(run_dir: Path, table: DaemonTable, client: KubeClient, api_server: str
     argv = ["prometheus", f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
             f"--web.listen-address=127.0.0.1:{ports[0]}", "--web.enable-remote-write-receiver"]  # fmt: skip
     _, proc = start_foreground("prometheus", argv, run_dir / "prometheus.log", {}, table, netns)
-    api = PromApi(prom, netns)
-    wait_until(api.ready, "Prometheus", 30, proc)
+    api = NetnsPrometheusApi(prom, netns)
+    wait_until(api.answers, "Prometheus", 30, proc)
     argv = ["vmagent", f"-promscrape.config={d / 'scrape.yml'}", f"-remoteWrite.url={prom}/api/v1/write",
             f"-httpListenAddr=127.0.0.1:{ports[1]}", f"-remoteWrite.tmpDataPath={d / 'vmagent'}",
             "-promscrape.kubernetesSDCheckInterval=5s", "-remoteWrite.flushInterval=1s"]  # fmt: skip
     _, proc = start_foreground("vmagent", argv, run_dir / "vmagent.log", {}, table, netns)
-    wait_until(lambda: _answers(PromApi(agent, netns)), "vmagent", 30, proc)
+    wait_until(NetnsPrometheusApi(agent, netns).answers, "vmagent", 30, proc)
     (run_dir / "monitoring.json").write_text(
         json.dumps({"netns": netns, "prometheus": prom, "vmagent": agent})
     )
@@ -109,10 +110,10 @@ def start(run_dir: Path, table: DaemonTable, client: KubeClient, api_server: str
 def await_targets(run_dir: Path, timeout: float) -> str:
     """Once every discovered target is up (or at the timeout): a line saying how many are, and where."""
     info = json.loads((run_dir / "monitoring.json").read_text())
-    agent, targets = PromApi.from_file(run_dir / "monitoring.json", "vmagent"), list[dict[str, Any]]()
+    agent, targets = NetnsPrometheusApi.from_file(run_dir / "monitoring.json", "vmagent"), list[Target]()
     with contextlib.suppress(DaemonError):
         wait_until(lambda: _all_up(agent, targets), "every target up", timeout)
-    down = [f"{t['scrapeUrl']} ({t.get('lastError') or t['health']})" for t in targets if t["health"] != "up"]
+    down = [f"{t.scrape_url} ({t.last_error or t.health})" for t in targets if t.health != "up"]
     where = f"ip netns exec {info['netns']} " if info["netns"] else ""
     line = (
         f"Prometheus: {len(targets) - len(down)}/{len(targets)} targets up; {where}curl {info['prometheus']}"
@@ -120,17 +121,9 @@ def await_targets(run_dir: Path, timeout: float) -> str:
     return line + (f"\ndown: {', '.join(down)}" if down else "")
 
 
-def _answers(agent: PromApi) -> bool:
-    try:
-        agent.targets()
-    except PromApiError:
-        return False
-    return True
-
-
-def _all_up(agent: PromApi, seen: list[dict[str, Any]]) -> bool:
+def _all_up(agent: NetnsPrometheusApi, seen: list[Target]) -> bool:
     try:
         seen[:] = agent.targets()
-    except PromApiError:
+    except (PrometheusApiError, OSError):
         return False
-    return bool(seen) and all(t["health"] == "up" for t in seen)
+    return bool(seen) and all(t.health == "up" for t in seen)

@@ -22,9 +22,8 @@ import stat
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
@@ -34,8 +33,10 @@ from nodeenv.daemons import DaemonTable
 from nodeenv.kubeapi.state import ApiConfig
 from nodeenv.kubelet import monitoring
 from nodeenv.kubelet.apiclient import KubeClient
-from nodeenv.promapi import PromApi
+from nodeenv.promapi import NetnsPrometheusApi as PromApi
+from nodeenv.prometheus import Target
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
+from tests.integration.kubelet.conftest import wait_for
 from tests.kubeapi_fixture import KubeApiHandle
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -96,18 +97,8 @@ def running_pod(client: KubeClient, name: str, port: int, port_name: str = "metr
     client.patch_status("/api/v1", "pods", "default", name, status)
 
 
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-
-
-def targets_of(agent: PromApi, pod: str) -> list[dict[str, Any]]:
-    return [t for t in agent.targets() if t["labels"].get("pod") == pod]
+def targets_of(agent: PromApi, pod: str) -> list[Target]:
+    return [t for t in agent.targets() if t.labels.get("pod") == pod]
 
 
 def test_discovers_scrapes_and_stores_a_pods_metrics_port(
@@ -121,11 +112,11 @@ def test_discovers_scrapes_and_stores_a_pods_metrics_port(
                   "metadata": {"name": "pending", "labels": {"app.kubernetes.io/part-of": "k8shost"}},
                   "spec": {"containers": [{"name": "c", "image": "i", "ports": [
                       {"name": "metrics", "containerPort": metrics_port}]}]}})  # fmt: skip
-    up = wait_for(lambda: [t for t in targets_of(agent, "demo-0") if t["health"] == "up"], 30, "demo-0 up")
-    assert up[0]["scrapeUrl"] == f"http://127.0.0.1:{metrics_port}/metrics"
-    assert {t["labels"]["pod"] for t in agent.targets()} == {"demo-0"}  # not the other port, not Pending
+    up = wait_for(lambda: [t for t in targets_of(agent, "demo-0") if t.health == "up"], 30, "demo-0 up")
+    assert up[0].scrape_url == f"http://127.0.0.1:{metrics_port}/metrics"
+    assert {t.labels["pod"] for t in agent.targets()} == {"demo-0"}  # not the other port, not Pending
     sample = wait_for(lambda: prom.query("demo_scrapes_total"), 20, "the sample in Prometheus")[0]
-    labels = sample["metric"]
+    labels = sample.labels
     assert (labels["job"], labels["namespace"], labels["pod"], labels["node"], labels["container"]) == (
         "demo",
         "default",
@@ -133,8 +124,8 @@ def test_discovers_scrapes_and_stores_a_pods_metrics_port(
         "node-1",
         "demo",
     )
-    assert sample["value"][1] == "3"
-    assert prom.query('up{pod="demo-0"}')[0]["value"][1] == "1"
+    assert sample.value == 3
+    assert prom.value('up{pod="demo-0"}') == 1
 
     mine = kube_api.requests_by(SA)
     lists = [r for r in mine if r.verb == "list" and r.resource == "pods"]

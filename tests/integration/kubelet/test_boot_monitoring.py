@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from dashboards.catalogue import DASHBOARDS
-from nodeenv.promapi import PromApi
+from nodeenv.promapi import NetnsPrometheusApi as PromApi
+from nodeenv.prometheus import Target
 from tests.integration.kubelet.conftest import wait_for
 from tests.integration.kubelet.test_boot_nodes import PREFIX, Booted, booted
 
@@ -64,18 +65,18 @@ def test_every_metrics_port_is_a_target_and_up(booted: Booted) -> None:
     jobs = {"prismnet-agent", "iam-webhook", "ovn-central", "fiberlb-controller", "netpol-controller",
             "node-controller", "flashdns-controller", "project-controller", "lightningstor-csi-controller",
             "lightningstor-csi-node"}  # fmt: skip
-    seen: list[dict[str, Any]] = []
+    seen: list[Target] = []
 
     def all_up() -> bool:
         seen[:] = agent.targets()
-        got = {(t["labels"]["pod"], int(t["scrapeUrl"].split(":")[2].split("/")[0])) for t in seen}
-        return got == want and all(t["health"] == "up" for t in seen)
+        got = {(t.labels["pod"], int(t.scrape_url.split(":")[2].split("/")[0])) for t in seen}
+        return got == want and all(t.health == "up" for t in seen)
 
-    wait_for(all_up, 90, "every target up", lambda: str([(t["scrapeUrl"], t["health"]) for t in seen]))
-    assert {t["labels"]["job"] for t in seen} == jobs
-    assert any(t["scrapeUrl"].startswith("http://10.244.") for t in seen), "no pod-network target"
+    wait_for(all_up, 90, "every target up", lambda: str([(t.scrape_url, t.health) for t in seen]))
+    assert {t.job for t in seen} == jobs
+    assert any(t.scrape_url.startswith("http://10.244.") for t in seen), "no pod-network target"
     pods = {pod for pod, _ in want}
-    wait_for(lambda: {s["metric"]["pod"] for s in prom.query("up == 1")} == pods, 30, "up == 1 in Prometheus")
+    wait_for(lambda: {s.labels["pod"] for s in prom.query("up == 1")} == pods, 30, "up == 1 in Prometheus")
     assert re.search(r"^Prometheus: (\d+)/\1 targets up; ip netns exec ", booted.out, re.M), booted.out
 
 
