@@ -58,6 +58,6 @@ class NetnsPrometheusApi(PrometheusApi):
         """Whether the server answers its API (Prometheus, or vmagent's targets)."""
         try:
             self._get("/api/v1/targets")
-        except (PrometheusApiError, OSError):
+        except (PrometheusApiError, OSError, ValueError):  # ValueError: a plain-text 503 while starting
             return False
         return True

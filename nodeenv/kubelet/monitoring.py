@@ -124,6 +124,6 @@ def await_targets(run_dir: Path, timeout: float) -> str:
 def _all_up(agent: NetnsPrometheusApi, seen: list[Target]) -> bool:
     try:
         seen[:] = agent.targets()
-    except (PrometheusApiError, OSError):
+    except (PrometheusApiError, OSError, ValueError):
         return False
     return bool(seen) and all(t.health == "up" for t in seen)
