@@ -55,7 +55,7 @@ def legend(panel: Panel, labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "__name__") or "value"
 
 
-def draw(ax: Axes, panel: Panel, points: list[Series], start: float) -> int:
+def draw(ax: Axes, panel: Panel, points: list[Series], end: float) -> int:
     """One panel; the number of series drawn."""
     ax.set_title(panel.title, fontsize=10)
     ax.tick_params(labelsize=7)
@@ -70,8 +70,8 @@ def draw(ax: Axes, panel: Panel, points: list[Series], start: float) -> int:
         ax.set_yticks([])
         return len(points)
     for labels, vals in points[:8]:
-        ax.plot([(t - start) / 60 for t, _ in vals], [v for _, v in vals], label=legend(panel, labels)[:28])
-    ax.set_xlabel("minutes", fontsize=7)
+        ax.plot([(t - end) / 60 for t, _ in vals], [v for _, v in vals], label=legend(panel, labels)[:28])
+    ax.set_xlabel("minutes before the snapshot", fontsize=7)
     ax.set_ylabel(UNITS.get(panel.unit, ""), fontsize=7)
     ax.legend(fontsize=6, loc="upper left")
     return len(points)
@@ -86,7 +86,7 @@ def render(api: NetnsPrometheusApi, d: Dashboard, out: Path, span: float) -> dic
     drawn = {}
     for i, panel in enumerate(d.panels):
         series = api.query_range(panel.expr, start, end, max(span / 120, 5))
-        drawn[panel.title] = draw(axes[i // PER_ROW][i % PER_ROW], panel, series, start)
+        drawn[panel.title] = draw(axes[i // PER_ROW][i % PER_ROW], panel, series, end)
     for j in range(len(d.panels), rows * PER_ROW):
         axes[j // PER_ROW][j % PER_ROW].axis("off")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(end))
