@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: monitoring-rules setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status
+.PHONY: dashboards dashboard-snapshot monitoring-rules setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status
 
 setup:
 	@bash scripts/setup.sh
@@ -75,7 +75,15 @@ test-image: image
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy cni csi webhook controllers common nodeenv ovnaccess
+	$(VENV)/bin/mypy cni csi webhook controllers common nodeenv ovnaccess dashboards
+
+# Grafana dashboards as code (dashboards/catalogue.py) -> daemonsets/monitoring/dashboards/*.json
+dashboards: setup
+	$(PY) -m dashboards
+
+# The overview's panels as PNGs from the booted cluster's Prometheus (make boot first): docs/dashboards/
+dashboard-snapshot: setup
+	$(PY) -m dashboards.snapshot
 
 bench: setup ovs
 	$(PY) -m bench $(BENCH)

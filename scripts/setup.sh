@@ -15,6 +15,7 @@ APT_PACKAGES=(
   mmdebstrap  # make image: the Debian base image, made from this machine's apt sources
   gcc make libc6-dev libssl-dev  # scripts/build-ovs.sh: ovs-vswitchd 3.5.0 from Debian's source
   prometheus  # promtool check/test rules in make test; the Prometheus of cluster mode (nodeenv/prometheus)
+  victoria-metrics  # make boot: vmagent's kubernetes_sd_configs (Debian's prometheus has none)
 )
 
 missing=()

@@ -27,8 +27,10 @@ removes what was made):
 5. the runner (`python -m nodeenv.kubelet run`) detached, hostPaths and the CNI dirs under
    `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's --cluster-dns (its ClusterIP is
    an OVN load balancer the booted fiberlb-controller programs, to flashdns-controller's pods);
+   then the cluster's Prometheus (nodeenv/kubelet/monitoring.py: pods discovered through the API as
+   the `prometheus` ServiceAccount, loopback only; `<run dir>/monitoring.json` says where);
 6. waits until every scheduled pod whose containers are all booted is Ready (or --timeout), then
-   prints `kubectl get pods -A -o wide` and the Ready counts.
+   prints `kubectl get pods -A -o wide`, the Ready counts and Prometheus's targets up.
 
 Its state is `<run dir>/daemons.json` (the processes, by PID) and `boot.json` (the link). The node
 roots and the pods' directories (where unix sockets are made) are reached through the run dir's short
@@ -58,6 +60,7 @@ from nodeenv.daemons import wait_for as wait_until
 from nodeenv.image.build import image_name
 from nodeenv.image.store import ImageStore
 from nodeenv.kubeapi.snapshot_crds import snapshot_crds
+from nodeenv.kubelet import monitoring
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.ovn_pki import MANIFEST_IDENTITIES, manifest_pki, secret_args
@@ -285,6 +288,7 @@ def boot(s: BootSettings, env: Mapping[str, str]) -> int:
     pods = wait_ready(s, tick)
     print(kubectl(s, "get", "pods", "-A", "-o", "wide"), end="")
     print(summary(pods))
+    print(monitoring.await_targets(s.run_dir, 60))
     took = time.monotonic() - started
     say(f"took {took:.0f} s; kubectl --kubeconfig {s.kubeconfig}; `make boot-down` stops it")
     return 0 if not waiting_for(pods) else 1
@@ -317,12 +321,21 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     apply_overlay(s, s.run_dir, ["127.0.0.1"])
     say(f"applied {s.overlay} with kubectl")
     start_volume_service(s, env, s.api_address, [s.node_name])
+    start_monitoring(s, json.loads(port_file.read_text())["url"])
     dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
             "--node-root", str(s.node_root), "--state-dir", str(s.short_dir / "pods"),
             "--cluster-dns", dns]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
     say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
+
+
+def start_monitoring(s: BootSettings, api_url: str, netns: str = "") -> None:
+    """Prometheus discovering the pods through the API at `api_url` (nodeenv/kubelet/monitoring.py)."""
+    client = KubeClient.from_kubeconfig(s.kubeconfig)
+    api = monitoring.start(s.run_dir, s.table(), client, api_url, s.run_dir / "kubeapi/pki/ca.crt", netns)
+    where = f" in {netns}" if netns else ""
+    say(f"Prometheus at {api.url}{where} (logs {s.run_dir}/prometheus.log, vmagent.log)")
 
 
 def start_volume_service(s: BootSettings, env: Mapping[str, str], host: str, nodes: list[str],

@@ -93,6 +93,7 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     boot.apply_overlay(s, s.run_dir, [n.address for n in nodes.nodes[:SERVERS]])
     boot.say(f"applied {s.overlay} with kubectl")
     boot.start_volume_service(s, env, nodes.central_address, sorted(names), nodes.underlay.netns)
+    boot.start_monitoring(s, nodes_url, nodes.nodes[0].netns)  # node1: as a hostNetwork pod there
     return nodes
 
 

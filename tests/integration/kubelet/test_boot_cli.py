@@ -8,6 +8,7 @@ machine): marked `own_ovs`, run before the session's OVN node under both locks."
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,7 @@ def test_boot_status_and_down_from_the_command_line(short_tmp: Path) -> None:
             # the rest: a host-network Deployment's second replica, Pending on one node (host ports)
             assert running and all(c in running or c[3] == "Pending" for c in mine), f"{app}:\n{out}"
         assert "Ready: " in out and "with containers not booted" not in out, out
+        assert re.search(r"^Prometheus: (\d+)/\1 targets up; curl http://127\.0\.0\.1:", out, re.M), out
         flashdns = next(cols for name, cols in pods.items() if name.startswith("flashdns-controller-"))
         assert flashdns[6].startswith("10.244."), flashdns  # a PrismNET address from the booted CNI
         # a ClusterFirst pod resolves a Service's short name through kubelet's search path, at the
