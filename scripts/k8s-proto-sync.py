@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Copies Kubernetes' published protobuf wire contract (k8s.io/api and k8s.io/apimachinery
 `generated.proto` files at one release tag) into protos/k8s/, and writes protos/k8s/omitempty.json:
-for each message, the scalar fields whose Go field is a non-pointer with `json:",omitempty"`.
+for each message, the fields whose Go field is a non-pointer with `json:",omitempty"` ("messages"),
+and the fields of embedded structs (`json:",inline"`, e.g. Volume's VolumeSource) whose own fields
+JSON puts in the parent object ("inline").
 
 Go's protobuf marshalling writes every non-pointer field, zero or not, while its JSON form omits
 such fields when zero; the API double decodes protobuf bodies to that JSON form, so it needs to
@@ -29,7 +31,7 @@ MACHINERY_PACKAGES = (
     "pkg/api/resource", "pkg/apis/meta/v1", "pkg/runtime", "pkg/runtime/schema", "pkg/util/intstr",
 )  # fmt: skip
 _STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.S | re.M)
-_FIELD = re.compile(r'^\t(\w+)\s+(\S+)\s+`[^`]*json:"([^"]*)"[^`]*protobuf:"([^"]*)"', re.M)
+_FIELD = re.compile(r'^\t(\S+)(?:[ \t]+([^\s`]+))?[ \t]+`[^`]*json:"([^"]*)"[^`]*protobuf:"([^"]*)"', re.M)
 
 
 def _git(gitdir: str, *args: str) -> str:
@@ -46,20 +48,22 @@ def _go_sources(gitdir: str, tag: str, pkg: str) -> list[str]:
     return [_git(gitdir, "show", f"{tag}:{pkg}/{n}") for n in keep]
 
 
-def omitted_zero_fields(sources: list[str]) -> dict[str, list[str]]:
-    """struct name -> proto field names of non-pointer `omitempty` fields."""
-    out: dict[str, list[str]] = {}
+def struct_fields(sources: list[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """struct name -> proto field names of its non-pointer `omitempty` fields, and of its inline ones."""
+    omitted: dict[str, list[str]] = {}
+    inline: dict[str, list[str]] = {}
     for src in sources:
         for struct in _STRUCT.finditer(src):
-            names = []
             for _go, gotype, jtag, ptag in _FIELD.findall(struct.group(2)):
-                opts = jtag.split(",")[1:]
+                name, *opts = jtag.split(",")
                 pname = next((p[5:] for p in ptag.split(",") if p.startswith("name=")), "")
-                if "omitempty" in opts and not gotype.startswith("*") and pname:
-                    names.append(pname)
-            if names:
-                out[struct.group(1)] = sorted(names)
-    return out
+                if not pname:
+                    continue
+                if not name and "inline" in opts:
+                    inline.setdefault(struct.group(1), []).append(pname)
+                elif "omitempty" in opts and not gotype.startswith("*"):
+                    omitted.setdefault(struct.group(1), []).append(pname)
+    return omitted, inline
 
 
 def main() -> None:
@@ -71,6 +75,7 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     table: dict[str, list[str]] = {}
+    inline: dict[str, list[str]] = {}
     sets = (
         (args.api, "k8s.io/api", API_PACKAGES),
         (args.apimachinery, "k8s.io/apimachinery", MACHINERY_PACKAGES),
@@ -81,11 +86,13 @@ def main() -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(_git(gitdir, "show", f"{args.tag}:{pkg}/generated.proto"))
             proto_pkg = f"{module}/{pkg}".replace("/", ".")
-            for struct, fields in omitted_zero_fields(_go_sources(gitdir, args.tag, pkg)).items():
-                table[f"{proto_pkg}.{struct}"] = fields
+            omitted, inlined = struct_fields(_go_sources(gitdir, args.tag, pkg))
+            table |= {f"{proto_pkg}.{struct}": sorted(fields) for struct, fields in omitted.items()}
+            inline |= {f"{proto_pkg}.{struct}": sorted(fields) for struct, fields in inlined.items()}
     doc = {
         "source": f"k8s.io/api and k8s.io/apimachinery {args.tag}",
         "messages": dict(sorted(table.items())),
+        "inline": dict(sorted(inline.items())),
     }
     (out / "omitempty.json").write_text(json.dumps(doc, indent=1) + "\n")
 

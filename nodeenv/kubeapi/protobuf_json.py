@@ -5,6 +5,8 @@ compiled to one descriptor set by scripts/gen-protos.sh); their field names are 
 the JSON form needs beyond the names, as Go's types marshal it:
 - Go's protobuf writes every non-pointer field, zero or not, and its JSON omits the zero ones tagged
   `omitempty` (protos/k8s/omitempty.json lists them per message); structs are never omitted.
+- Embedded structs (`json:",inline"`: Volume's VolumeSource, Probe's handler, ...) are a nested
+  message on the wire and flat in JSON.
 - apimachinery's types with their own JSON form: Time (RFC 3339 seconds, null when zero), MicroTime
   (microseconds), Duration, Quantity and IntOrString (scalars), RawExtension and FieldsV1 (embedded
   JSON), and slices declared as messages (`ExtraValue`: a list).
@@ -39,8 +41,9 @@ def pool() -> Any:  # google.protobuf is untyped
 
 
 @cache
-def _omitted() -> dict[str, frozenset[str]]:
-    table = json.loads((K8S / "omitempty.json").read_text())["messages"]
+def _table(part: str) -> dict[str, frozenset[str]]:
+    """omitempty.json's "messages" (zero fields omitted) or "inline" (embedded structs' fields)."""
+    table = json.loads((K8S / "omitempty.json").read_text())[part]
     return {msg: frozenset(fields) for msg, fields in table.items()}
 
 
@@ -113,10 +116,13 @@ def to_json(message: Any) -> Any:
         return special(message)
     if desc.name == "ExtraValue":  # `type ExtraValue []string`: a message only on the wire
         return list(message.items)
-    omit = _omitted().get(desc.full_name, frozenset())
+    omit = _table("messages").get(desc.full_name, frozenset())
+    inline = _table("inline").get(desc.full_name, frozenset())
     out: dict[str, Any] = {}
     for fd, value in message.ListFields():
-        if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+        if fd.name in inline:  # an embedded Go struct: its fields are the parent's in JSON
+            out.update(to_json(value))
+        elif fd.message_type is not None and fd.message_type.GetOptions().map_entry:
             vfd = fd.message_type.fields_by_name["value"]
             out[fd.name] = {k: _value(vfd, v) for k, v in value.items()}
         elif fd.is_repeated:

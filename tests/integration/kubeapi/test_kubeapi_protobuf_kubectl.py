@@ -57,3 +57,19 @@ def test_typed_create_sent_as_protobuf_stores_the_json_form(
     assert via_pb is not None and via_json is not None
     assert _comparable(via_pb) == _comparable(via_json)
     assert json.loads(as_json)["kind"] == via_pb["kind"]
+
+
+def test_kubectl_debug_node_creates_its_pod(kube_api: KubeApiHandle) -> None:
+    """`kubectl debug node/...` POSTs a host-namespaces Pod bound to the node, as protobuf."""
+    kubectl(kube_api, "create", "-f", "-", stdin="apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n")
+    out = kubectl(kube_api, "debug", "node/node-1", f"--image={IMAGE}", "--profile=sysadmin")
+    assert "Creating debugging pod node-debugger-node-1-" in out
+    pod = next(
+        p for p in kube_api.objects("pods", "default") if p["metadata"]["name"].startswith("node-debugger")
+    )
+    spec = pod["spec"]
+    assert spec["nodeName"] == "node-1" and spec["hostNetwork"] and spec["hostPID"] and spec["hostIPC"]
+    assert spec["volumes"] == [{"name": "host-root", "hostPath": {"path": "/"}}], spec
+    assert spec["serviceAccountName"] == "default"
+    assert spec["containers"][0]["securityContext"] == {"privileged": True}
+    assert spec["tolerations"] == [{"operator": "Exists"}]

@@ -75,3 +75,23 @@ def test_refusals() -> None:
     for api_version, kind in (("stable.example.com/v1", "CronTab"), ("apps/v1", "NoSuchKind")):
         with pytest.raises(UnsupportedMediaType, match=f"does not decode protobuf {kind}"):
             protobuf.decode(_wire(api_version, kind, b""))
+
+
+def test_embedded_structs_are_flat_in_json() -> None:
+    """Volume embeds VolumeSource, Probe its handler, secretKeyRef its LocalObjectReference."""
+    pod = _cls("k8s.io.api.core.v1.Pod")()
+    vol = pod.spec.volumes.add()
+    vol.name, vol.volumeSource.hostPath.path = "root", "/"
+    c = pod.spec.containers.add()
+    c.name = "c"
+    c.livenessProbe.handler.httpGet.path = "/healthz"
+    c.livenessProbe.handler.httpGet.port.intVal = 8080
+    env = c.env.add()
+    env.name = "TOKEN"
+    env.valueFrom.secretKeyRef.localObjectReference.name = "s"
+    env.valueFrom.secretKeyRef.key = "t"
+    spec = protobuf.decode(_wire("v1", "Pod", pod.SerializeToString()))["spec"]
+    assert spec["volumes"] == [{"name": "root", "hostPath": {"path": "/"}}]
+    container = spec["containers"][0]
+    assert container["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": 8080}}
+    assert container["env"] == [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "t"}}}]
