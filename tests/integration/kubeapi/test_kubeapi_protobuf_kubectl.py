@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
+from tests.integration.kubelet.double_commands import DOUBLE_COMMANDS
 from tests.kubeapi_fixture import KubeApiHandle
 
 IMAGE = "registry.k8s.io/pause:3.10"
@@ -42,21 +43,33 @@ def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _both_ways(api: KubeApiHandle, resource: str, name: str, argv: list[str]) -> None:
+    kubectl(api, "-n", "viapb", *argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    dry = [*argv[:cut], "--dry-run=client", "-o", "json", *argv[cut:]]
+    as_json = kubectl(api, "-n", "viajson", *dry)
+    kubectl(api, "create", "-f", "-", stdin=as_json)
+    via_pb, via_json = api.get(resource, "viapb", name), api.get(resource, "viajson", name)
+    assert via_pb is not None and via_json is not None
+    assert _comparable(via_pb) == _comparable(via_json)
+    assert json.loads(as_json)["kind"] == via_pb["kind"]
+
+
 @pytest.mark.parametrize(("resource", "name", "argv"), CREATES, ids=[c[1] for c in CREATES])
 def test_typed_create_sent_as_protobuf_stores_the_json_form(
     kube_api: KubeApiHandle, resource: str, name: str, argv: list[str]
 ) -> None:
     kubectl(kube_api, "create", "namespace", "viapb")
     kubectl(kube_api, "create", "namespace", "viajson")
-    kubectl(kube_api, "-n", "viapb", *argv)
-    cut = argv.index("--") if "--" in argv else len(argv)
-    dry = [*argv[:cut], "--dry-run=client", "-o", "json", *argv[cut:]]
-    as_json = kubectl(kube_api, "-n", "viajson", *dry)
-    kubectl(kube_api, "create", "-f", "-", stdin=as_json)
-    via_pb, via_json = kube_api.get(resource, "viapb", name), kube_api.get(resource, "viajson", name)
-    assert via_pb is not None and via_json is not None
-    assert _comparable(via_pb) == _comparable(via_json)
-    assert json.loads(as_json)["kind"] == via_pb["kind"]
+    _both_ways(kube_api, resource, name, argv)
+
+
+def test_expose_sends_its_service_as_protobuf(kube_api: KubeApiHandle) -> None:
+    for ns in ("viapb", "viajson"):
+        kubectl(kube_api, "create", "namespace", ns)
+        kubectl(kube_api, "-n", ns, "create", "deployment", "web", f"--image={IMAGE}", "--port=8080")
+    expose = ["expose", "deployment", "web", "--port=80", "--target-port=8080", "--type=LoadBalancer"]
+    _both_ways(kube_api, "services", "web", expose)
 
 
 def test_kubectl_debug_node_creates_its_pod(kube_api: KubeApiHandle) -> None:
@@ -73,3 +86,11 @@ def test_kubectl_debug_node_creates_its_pod(kube_api: KubeApiHandle) -> None:
     assert spec["serviceAccountName"] == "default"
     assert spec["containers"][0]["securityContext"] == {"privileged": True}
     assert spec["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_the_double_commands_list_runs(kube_api: KubeApiHandle) -> None:
+    """tests/integration/kubelet/double_commands.py, in order, against the double: each exits 0."""
+    for argv, _ in DOUBLE_COMMANDS:
+        kubectl(kube_api, *(a.format(ns="admin-list", image=IMAGE) for a in argv))
+    web = kube_api.get("deployments", "admin-list", "web")
+    assert web is not None and web["spec"]["replicas"] == 3

@@ -1,6 +1,7 @@
 """The admin's everyday kubectl commands the API double answers as kube-apiserver does (built-in kinds
 sent as protobuf, the objects they make, events, roles), for the admin command-list test to join.
-Each entry is kubectl's argv after `kubectl --kubeconfig ...`; `{ns}` is the namespace to use.
+Each entry is kubectl's argv after `kubectl --kubeconfig ...`; `{ns}` is the namespace to use and
+`{image}` an image the nodes have (on `make boot`: nodeenv.image.build.image_name()).
 tests/integration/kubeapi/test_kubeapi_protobuf_kubectl.py runs the create commands against the double.
 """
 
@@ -18,7 +19,7 @@ DOUBLE_COMMANDS: list[tuple[list[str], str]] = [
             "create",
             "deployment",
             "web",
-            "--image=registry.k8s.io/pause:3.10",
+            "--image={image}",
             "--replicas=2",
             "--port=80",
         ],
@@ -30,10 +31,10 @@ DOUBLE_COMMANDS: list[tuple[list[str], str]] = [
     ),
     (["-n", "{ns}", "create", "service", "clusterip", "svc1", "--tcp=8080:80"], "a Service"),
     (
-        ["-n", "{ns}", "run", "pod1", "--image=registry.k8s.io/pause:3.10", "--labels=app=pod1"],
+        ["-n", "{ns}", "run", "pod1", "--image={image}", "--labels=app=pod1"],
         "a Pod without serviceAccountName",
     ),
-    (["-n", "{ns}", "create", "job", "job1", "--image=registry.k8s.io/pause:3.10"], "a Job"),
+    (["-n", "{ns}", "create", "job", "job1", "--image={image}"], "a Job"),
     (
         [
             "-n",
@@ -41,7 +42,7 @@ DOUBLE_COMMANDS: list[tuple[list[str], str]] = [
             "create",
             "cronjob",
             "cj1",
-            "--image=registry.k8s.io/pause:3.10",
+            "--image={image}",
             "--schedule=*/5 * * * *",
         ],
         "a CronJob",
@@ -53,7 +54,7 @@ DOUBLE_COMMANDS: list[tuple[list[str], str]] = [
     (["-n", "{ns}", "create", "quota", "q1", "--hard=pods=10"], "a ResourceQuota"),
     (["-n", "{ns}", "scale", "deployment", "web", "--replicas=3"], "the scale subresource"),
     (
-        ["-n", "{ns}", "set", "image", "deployment/web", "pause=registry.k8s.io/pause:3.9"],
+        ["-n", "{ns}", "set", "image", "deployment/web", "*={image}"],
         "a strategic merge patch",
     ),
     (["get", "rc,apiservices", "-A"], "ReplicationControllers and APIServices"),
