@@ -69,6 +69,8 @@ def sync(client: KubeClient) -> None:
                 if plan.node:
                     plan.pod["spec"]["nodeName"] = plan.node
                 pods[key] = client.create(CORE, "pods", meta["namespace"], plan.pod)
+                if plan.node:  # a DaemonSet's pod: kube-scheduler binds it to its node, and says so
+                    SchedulerEvents(client).scheduled(pods[key], plan.node)
                 if _ordered(w):
                     break
     schedule(client, nodes, list(pods.values()))
