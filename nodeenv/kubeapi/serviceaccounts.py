@@ -27,15 +27,13 @@ def account_kind(resources: Resources) -> Kind:
 
 
 def ensure_default(resources: Resources, namespace: str) -> None:
-    """The `default` ServiceAccount of a live namespace, made if missing."""
-    ns = resources.store.get(resources.namespaces, "", namespace)
-    if ns is None or ns["metadata"].get("deletionTimestamp"):
-        return
+    """The `default` ServiceAccount of a namespace, made if missing (in a terminating or deleted
+    namespace the create is refused, as the controller's would be)."""
     kind = account_kind(resources)
     if resources.store.get(kind, namespace, DEFAULT) is None:
         try:
             resources.create(kind, namespace, {"metadata": {"name": DEFAULT}})
-        except ApiError:  # e.g. an admission policy refusing it: the controller retries, we give up
+        except ApiError:  # the namespace terminating, or an admission policy: the controller retries
             return
 
 
