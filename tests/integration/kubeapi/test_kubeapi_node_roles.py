@@ -11,7 +11,7 @@ NODE = "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{{labels}
 
 
 def test_roles_column(kube_api: KubeApiHandle) -> None:
-    server = ", ".join(f"{k}: {v}" for k, v in (kv.split("=") for kv in SERVER_LABELS.split(",")))
+    server = ", ".join(f'"{k}": "{v}"' for k, v in (kv.split("=") for kv in SERVER_LABELS.split(",")))
     for name, labels in (("server1", server), ("agent1", ""), ("legacy", "kubernetes.io/role: worker")):
         kubectl(kube_api, "create", "-f", "-", stdin=NODE.format(name=name, labels=labels))
     rows = [r.split() for r in kubectl(kube_api, "get", "nodes").splitlines()]
