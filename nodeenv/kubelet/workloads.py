@@ -16,6 +16,7 @@ from typing import Any
 
 from nodeenv.kubelet import controllers
 from nodeenv.kubelet.apiclient import KubeClient
+from nodeenv.kubelet.events import SchedulerEvents
 from nodeenv.kubelet.scheduler import Cluster
 from nodeenv.kubelet.status import unschedulable
 from nodeenv.kubelet.storage.volumebinding import claims_of
@@ -68,6 +69,8 @@ def sync(client: KubeClient) -> None:
                 if plan.node:
                     plan.pod["spec"]["nodeName"] = plan.node
                 pods[key] = client.create(CORE, "pods", meta["namespace"], plan.pod)
+                if plan.node:  # a DaemonSet's pod: kube-scheduler binds it to its node, and says so
+                    SchedulerEvents(client).scheduled(pods[key], plan.node)
                 if _ordered(w):
                     break
     schedule(client, nodes, list(pods.values()))
@@ -76,7 +79,7 @@ def sync(client: KubeClient) -> None:
 def schedule(client: KubeClient, nodes: list[Obj], pods: list[Obj]) -> None:
     """kube-scheduler's pass: each Pod without a Node (oldest first) bound through the `binding`
     subresource, or its PodScheduled condition set to Unschedulable with the reason."""
-    cluster = Cluster.of(nodes, pods)
+    cluster, events = Cluster.of(nodes, pods), SchedulerEvents(client)
     pending = [  # Pods using claims are the volume binding's (nodeenv/kubelet/storage/volumebinding.py)
         p for p in pods
         if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp") and not claims_of(p)
@@ -90,8 +93,10 @@ def schedule(client: KubeClient, nodes: list[Obj], pods: list[Obj]) -> None:
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
             client.request("POST", f"{CORE}/namespaces/{ns}/pods/{name}/binding", body)
             log.info("pod %s/%s: Scheduled: assigned to %s", ns, name, node)
+            events.scheduled(pod, node)
             continue
         conds = (pod.get("status") or {}).get("conditions") or []
         if not any(c.get("type") == "PodScheduled" and c.get("message") == why for c in conds):
             log.warning("pod %s/%s: Unschedulable: %s", ns, name, why)
+            events.failed(pod, why)
             client.patch_status(CORE, "pods", ns, name, unschedulable(why))

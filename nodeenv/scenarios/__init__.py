@@ -1,6 +1,7 @@
 """Sandbox scenario parts, run in this order by `make sandbox`. Each module has run(Scenario)."""
 
 from nodeenv.scenarios import (
+    admin_kubectl,
     cni,
     csi,
     dataplane,
@@ -28,6 +29,7 @@ SCENARIOS = (
     ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
     escapes, tenant_data, pod_security,
     metrics,  # every daemon's /metrics: the catalogue's names, tunnels, a pod's ADD counted
+    admin_kubectl,  # kubectl create deployment as protobuf, default ServiceAccounts, APIServices
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)

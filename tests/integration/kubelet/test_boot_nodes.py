@@ -221,6 +221,37 @@ def test_a_pod_on_node1_reaches_a_pod_on_node2_through_prismnet(booted: Booted) 
     booted.kubectl("delete", "-n", "default", "pod", "web-node1", "web-node2", "--wait=false")
 
 
+def test_an_admins_everyday_kubectl(booted: Booted) -> None:
+    """kubectl's typed `create deployment` (a protobuf body), the scheduler's and kubelet's Events in
+    `get events -A` and `describe pod`, and the k3s servers' ROLES."""
+    booted.kubectl("create", "namespace", "admin-day")
+    image = f"--image={image_name()}"
+    booted.kubectl("-n", "admin-day", "create", "deployment", "day", image, "--replicas=2",
+                   "--", "python3", "-m", "http.server", "8080")  # fmt: skip
+
+    def started() -> list[Any]:
+        items = booted.get("events", "-n", "admin-day")["items"]
+        got = [e for e in items if e["reason"] == "Started"]
+        return got if len(got) >= 2 else []
+
+    wait_for(started, 90, "kubelet's Started events of the 2 pods of deployment day")
+    rows_ = booted.kubectl("get", "events", "-A").splitlines()
+    ours = [r.split() for r in rows_ if r.startswith("admin-day ")]
+    reasons = {r[4] for r in ours}
+    assert {"Scheduled", "Pulled", "Created", "Started"} <= reasons, rows_
+    events = booted.get("events", "-n", "admin-day")["items"]
+    by = {(e["reason"], e.get("reportingComponent")) for e in events}
+    assert ("Scheduled", "default-scheduler") in by and ("Started", "kubelet") in by, by
+    pod = next(p for p in booted.get("-n", "admin-day", "pods")["items"])
+    described = booted.kubectl("-n", "admin-day", "describe", "pod", pod["metadata"]["name"])
+    section = described[described.index("Events:") :]
+    assert "Successfully assigned admin-day/" in section and "Started container day" in section, section
+    nodes = [r.split() for r in booted.kubectl("get", "nodes").splitlines()]
+    assert nodes[0][:3] == ["NAME", "STATUS", "ROLES"]
+    assert {n[0]: n[2] for n in nodes[1:]} == {n: "control-plane,etcd,master" for n in NODES}, nodes
+    booted.kubectl("delete", "namespace", "admin-day", "--wait=false")
+
+
 def test_a_second_boot_is_refused_with_what_to_do(booted: Booted, tmp_path: Path) -> None:
     again = cli("boot", "--run-dir", str(booted.run_dir), "--netns-prefix", PREFIX, "--nodes", "3")
     assert again.returncode == 1 and "already booted" in again.stderr, again.stderr
