@@ -11,6 +11,7 @@ from nodeenv.kubeapi.auth import Recorder, Tokens, User
 from nodeenv.kubeapi.crud import Resources
 from nodeenv.kubeapi.errors import ApiError, from_code
 from nodeenv.kubeapi.kinds import Registry
+from nodeenv.kubeapi.kubeletclient import KubeletClientConfig
 from nodeenv.kubeapi.metrics import Metrics
 from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.rbac import Authorizer
@@ -50,6 +51,8 @@ class ApiConfig:
     """--authentication-token-webhook-version"""
     pod_security: PodSecurityConfig = field(default_factory=PodSecurityConfig)
     """The PodSecurity admission plugin's defaults and exemptions (default: privileged, none)."""
+    kubelet: KubeletClientConfig = field(default_factory=KubeletClientConfig)
+    """How the nodes' kubelet APIs are reached (pods/log, exec, attach, portforward)."""
 
 
 @dataclass(kw_only=True)

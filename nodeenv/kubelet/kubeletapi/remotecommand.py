@@ -1,0 +1,98 @@
+"""kubelet's remote command protocol over WebSocket (`v5.channel.k8s.io` and its predecessors down
+to `channel.k8s.io`), for exec and attach: every binary message starts with its channel -- 0 stdin,
+1 stdout, 2 stderr, 3 error, 4 resize, and (v5) 255 "close this stream" with the stream's number.
+When the command ends, the error channel carries a `Status` (v4 and v5): Success, or Failure with
+reason NonZeroExitCode and the exit code as an `ExitCode` cause, which kubectl turns into its own
+exit code; before v4 it carries the error text alone. Then the connection is closed.
+
+The command itself is a podman process (`podman exec`, `podman attach`) run on this node."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+log = logging.getLogger(__name__)
+PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io",
+             "channel.k8s.io")  # fmt: skip
+STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
+CHUNK = 32 * 1024
+
+
+def exit_status(code: int, argv: Sequence[str]) -> dict[str, Any]:
+    """The error channel's Status, as kubelet's exec writes it."""
+    if code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {
+        "metadata": {}, "status": "Failure",
+        "message": f"command terminated with non-zero exit code: error executing command {list(argv)}, "
+        f"exit code {code}",
+        "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+    }  # fmt: skip
+
+
+def wants_websocket(request: web.Request) -> bool:
+    return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+async def _pump(stream: asyncio.StreamReader | None, channel: int, ws: web.WebSocketResponse) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(CHUNK):
+        if ws.closed:
+            return
+        await ws.send_bytes(bytes([channel]) + chunk)
+
+
+async def _stdin(ws: web.WebSocketResponse, proc: asyncio.subprocess.Process) -> None:
+    """The client's messages: stdin written to the process, closed on v5's close signal; the rest
+    (resize without a terminal) ignored. Returns when the client hangs up."""
+    async for msg in ws:
+        if msg.type != WSMsgType.BINARY or not msg.data:
+            continue
+        channel, data = msg.data[0], msg.data[1:]
+        if channel == STDIN and proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.write(data)
+            with contextlib.suppress(ConnectionError):
+                await proc.stdin.drain()
+        elif channel == CLOSE and data[:1] == bytes([STDIN]) and proc.stdin is not None:
+            proc.stdin.close()
+
+
+async def stream_command(
+    request: web.Request, argv: Sequence[str], env: Mapping[str, str], *, stdin: bool, shown: Sequence[str]
+) -> web.WebSocketResponse:
+    """Run `argv` with its output on the WebSocket; `shown` is the command as the user gave it."""
+    ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0, autoping=True)
+    await ws.prepare(request)
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(env),
+    )  # fmt: skip
+    reader: asyncio.Future[Any] = asyncio.ensure_future(_stdin(ws, proc))
+    pumps: asyncio.Future[Any] = asyncio.gather(
+        _pump(proc.stdout, STDOUT, ws), _pump(proc.stderr, STDERR, ws)
+    )
+    done, _ = await asyncio.wait({reader, pumps}, return_when=asyncio.FIRST_COMPLETED)
+    if reader in done and pumps not in done:  # the client hung up first: the command goes too
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    await pumps
+    code = await proc.wait()
+    if not ws.closed:
+        if ws.ws_protocol in PROTOCOLS[:2]:
+            await ws.send_bytes(bytes([ERROR]) + json.dumps(exit_status(code, shown)).encode())
+        elif code:
+            await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {code}".encode())
+        await ws.close()
+    reader.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await reader
+    log.info("%s: exit %d", " ".join(shown)[:200], code)
+    return ws
