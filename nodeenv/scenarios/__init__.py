@@ -9,6 +9,7 @@ from nodeenv.scenarios import (
     fiberlb,
     flashdns,
     kubeapi,
+    kubectl_reach,
     node_failure,
     ovn_alive,
     ovn_tls,
@@ -25,6 +26,7 @@ from nodeenv.scenarios import (
 SCENARIOS = (
     ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
     escapes, tenant_data, pod_security,
+    kubectl_reach,  # kubectl logs and exec through a kubelet API (a node of its own)
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)

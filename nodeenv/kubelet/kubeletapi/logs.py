@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 from collections.abc import Mapping
 
 from aiohttp import web
 
 from nodeenv.kubelet.kubeletapi.pods import KubeletError, LogSource
 
-CHUNK = 32 * 1024
+log = logging.getLogger(__name__)
 
 
 def _true(query: Mapping[str, str], key: str) -> bool:
@@ -49,23 +51,43 @@ def log_argv(source: LogSource, query: Mapping[str, str]) -> list[str]:
     return [*argv, source.podman_ref]
 
 
+PODMAN_MESSAGE = re.compile(rb'^time="[^"]*" level=\w+ msg=')
+"""podman's own diagnostics on its stderr (logrus), which is also where the container's stderr goes."""
+
+
+async def _lines(stream: asyncio.StreamReader, out: asyncio.Queue[bytes | None], stderr: bool) -> None:
+    while line := await stream.readline():
+        if stderr and PODMAN_MESSAGE.match(line):
+            log.warning("podman logs: %s", line.decode(errors="replace").strip())
+            continue
+        await out.put(line)
+    await out.put(None)
+
+
 async def stream_log(
     request: web.Request, argv: list[str], env: Mapping[str, str], limit: int | None
 ) -> web.StreamResponse:
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT, env=dict(env))  # fmt: skip
-    assert proc.stdout is not None
+    pipe = asyncio.subprocess.PIPE
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=pipe, stderr=pipe, env=dict(env), limit=1 << 24)
+    assert proc.stdout is not None and proc.stderr is not None
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    readers = [asyncio.ensure_future(_lines(proc.stdout, queue, False)),
+               asyncio.ensure_future(_lines(proc.stderr, queue, True))]  # fmt: skip
     resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
     await resp.prepare(request)
-    left = limit
+    left, open_streams = limit, 2
     try:
-        while chunk := await proc.stdout.read(CHUNK):
+        while open_streams and left != 0:
+            line = await queue.get()
+            if line is None:
+                open_streams -= 1
+                continue
             if left is not None:
-                chunk, left = chunk[:left], left - len(chunk[:left])
-            await resp.write(chunk)
-            if left == 0:
-                break
+                line, left = line[:left], left - len(line[:left])
+            await resp.write(line)
     finally:
+        for r in readers:
+            r.cancel()
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

@@ -78,10 +78,10 @@ def test_no_client_certificate_is_unauthorized(kubelet: KubeletApiServer, pki: K
     assert _get(kubelet, pki, "/containerLogs/ns/p/c", None) == (401, "Unauthorized")
 
 
-def test_other_user_of_the_client_ca_is_forbidden(
+def test_certificate_of_another_ca_fails_the_handshake(
     kubelet: KubeletApiServer, pki: KubeletPki, tmp_path: Path
 ) -> None:
-    """Signed by the right CA, but not the API server: 403, as kubelet's authorizer answers."""
+    """Not signed by the client CA: the TLS handshake itself fails (kubelet: VerifyClientCertIfGiven)."""
     ca = issue_ca(cn="another CA")  # the same CA's key is not kept: a leaf of another CA...
     other = write_pair(tmp_path, "tenant", *issue_leaf(ca, "system:node:node2", client=True))
     with pytest.raises((ssl.SSLError, ConnectionError)):  # ...fails the TLS handshake itself
