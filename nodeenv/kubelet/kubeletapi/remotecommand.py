@@ -18,6 +18,9 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from nodeenv.kubelet.kubeletapi import processio
+from nodeenv.kubelet.kubeletapi.processio import ProcessIo
+
 log = logging.getLogger(__name__)
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io",
              "channel.k8s.io")  # fmt: skip
@@ -41,50 +44,50 @@ def wants_websocket(request: web.Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
-async def _pump(stream: asyncio.StreamReader | None, channel: int, ws: web.WebSocketResponse) -> None:
-    if stream is None:
-        return
-    while chunk := await stream.read(CHUNK):
-        if ws.closed:
-            return
-        await ws.send_bytes(bytes([channel]) + chunk)
+async def _pump(stream: asyncio.StreamReader, channel: int, ws: web.WebSocketResponse) -> None:
+    with contextlib.suppress(OSError):  # a terminal's end reads EIO once the command is gone
+        while chunk := await stream.read(CHUNK):
+            if ws.closed:
+                return
+            await ws.send_bytes(bytes([channel]) + chunk)
 
 
-async def _stdin(ws: web.WebSocketResponse, proc: asyncio.subprocess.Process) -> None:
-    """The client's messages: stdin written to the process, closed on v5's close signal; the rest
-    (resize without a terminal) ignored. Returns when the client hangs up."""
+async def _client(ws: web.WebSocketResponse, io: ProcessIo) -> None:
+    """The client's messages: stdin to the command, closed on v5's close signal; the terminal's size.
+    Returns when the client hangs up."""
     async for msg in ws:
         if msg.type != WSMsgType.BINARY or not msg.data:
             continue
         channel, data = msg.data[0], msg.data[1:]
-        if channel == STDIN and proc.stdin is not None and not proc.stdin.is_closing():
-            proc.stdin.write(data)
-            with contextlib.suppress(ConnectionError):
-                await proc.stdin.drain()
-        elif channel == CLOSE and data[:1] == bytes([STDIN]) and proc.stdin is not None:
-            proc.stdin.close()
+        if channel == STDIN:
+            await io.write(data)
+        elif channel == CLOSE and data[:1] == bytes([STDIN]):
+            io.close_stdin()
+        elif channel == RESIZE:
+            with contextlib.suppress(ValueError, KeyError, TypeError, OSError):
+                size = json.loads(data)
+                io.resize(int(size["Width"]), int(size["Height"]))
 
 
 async def stream_command(
-    request: web.Request, argv: Sequence[str], env: Mapping[str, str], *, stdin: bool, shown: Sequence[str]
-) -> web.WebSocketResponse:
+    request: web.Request, argv: Sequence[str], env: Mapping[str, str], *, stdin: bool, shown: Sequence[str],
+    tty: bool = False,
+) -> web.WebSocketResponse:  # fmt: skip
     """Run `argv` with its output on the WebSocket; `shown` is the command as the user gave it."""
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0, autoping=True)
     await ws.prepare(request)
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(env),
-    )  # fmt: skip
-    reader: asyncio.Future[Any] = asyncio.ensure_future(_stdin(ws, proc))
-    pumps: asyncio.Future[Any] = asyncio.gather(
-        _pump(proc.stdout, STDOUT, ws), _pump(proc.stderr, STDERR, ws)
-    )
+    io = await processio.start(argv, env, stdin=stdin, tty=tty)
+    reader: asyncio.Future[Any] = asyncio.ensure_future(_client(ws, io))
+    pumps: asyncio.Future[Any] = asyncio.gather(*(_pump(s, ch, ws) for s, ch in io.outputs))
     done, _ = await asyncio.wait({reader, pumps}, return_when=asyncio.FIRST_COMPLETED)
     if reader in done and pumps not in done:  # the client hung up first: the command goes too
         with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+            io.proc.kill()
+    code = await io.proc.wait()
+    if tty:  # its terminal may be held open by what the command left behind
+        await asyncio.wait({pumps}, timeout=1)
+        io.close()
     await pumps
-    code = await proc.wait()
     if not ws.closed:
         if ws.ws_protocol in PROTOCOLS[:2]:
             await ws.send_bytes(bytes([ERROR]) + json.dumps(exit_status(code, shown)).encode())

@@ -9,8 +9,8 @@ use it, anyone else is 403 `Forbidden (user=..., verb=..., resource=nodes, subre
 
 Paths (kubelet's): /healthz, /containerLogs/{ns}/{pod}/{container}, /exec|/attach/{ns}/{pod}[/{uid}]/
 {container}, /portForward/{ns}/{pod}[/{uid}]. Exec and attach speak the WebSocket remote command
-protocol (remotecommand.py), port-forward SPDY tunneled in WebSocket (portforward.py). Runs on its
-own event loop in a thread of the runner."""
+protocol (remotecommand.py; a terminal with tty=true), port-forward SPDY tunneled in WebSocket
+(portforward.py). Runs on its own event loop in a thread of the runner."""
 
 from __future__ import annotations
 
@@ -114,9 +114,11 @@ async def _exec(request: web.Request) -> web.StreamResponse:
     if not command:
         raise KubeletError(400, "you must specify at least 1 command")
     _require_websocket(request)
-    stdin = logs._true(q, "input") or logs._true(q, "stdin")
-    argv = ["podman", "exec", *(["-i"] if stdin else []), name, *command]
-    return await remotecommand.stream_command(request, argv, _env(request), stdin=stdin, shown=command)
+    stdin, tty = logs._true(q, "input") or logs._true(q, "stdin"), logs._true(q, "tty")
+    argv = ["podman", "exec", *(["-i"] if stdin else []), *(["-t"] if tty else []), name, *command]
+    return await remotecommand.stream_command(
+        request, argv, _env(request), stdin=stdin, shown=command, tty=tty
+    )
 
 
 async def _attach(request: web.Request) -> web.StreamResponse:

@@ -161,7 +161,7 @@ def test_cp_both_ways(cluster: Cluster, tmp_path: Path) -> None:
     remote = cluster.ok("-n", NS, "exec", "web", "-c", "app", "--", "md5sum", "/tmp/up.bin").split()[0]
     assert remote == hashlib.md5(data).hexdigest()
     cluster.ok("-n", NS, "cp", "web:/etc/hostname", str(tmp_path / "hostname"), "-c", "app")
-    assert (tmp_path / "hostname").read_text() == "web\n"
+    assert (tmp_path / "hostname").read_text() == "web"  # as podman writes it: no newline
 
 
 def test_attach_streams_the_container_output(cluster: Cluster) -> None:
@@ -182,7 +182,7 @@ def test_port_forward_carries_a_tcp_request(cluster: Cluster) -> None:
         port = int(re.search(r"127\.0\.0\.1:(\d+) -> 8080", line).group(1))  # type: ignore[union-attr]
         for _ in range(2):  # two connections over the one forwarding session
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/hostname", timeout=10) as resp:
-                assert (resp.status, resp.read()) == (200, b"web\n")
+                assert (resp.status, resp.read()) == (200, b"web")
     finally:
         proc.terminate()
         proc.wait(10)
@@ -202,6 +202,10 @@ def test_official_client_stream_exec(cluster: Cluster) -> None:
                   _preload_content=False)  # fmt: skip
     resp.run_forever(timeout=20)
     assert resp.returncode == 7
+    tty = stream(api.connect_get_namespaced_pod_exec, "web", NS, container="app",
+                 command=["sh", "-c", "[ -t 0 ] && echo a-terminal"], stderr=True, stdin=True, stdout=True,
+                 tty=True)  # fmt: skip
+    assert tty == "a-terminal\r\n"
 
 
 NO_HOST = "Error from server (BadRequest): pod pending does not have a host assigned"

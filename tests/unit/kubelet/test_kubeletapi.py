@@ -5,6 +5,8 @@ dictionary)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import http.client
 import socket
 import ssl
@@ -174,3 +176,21 @@ def test_spdy_frames_both_ways() -> None:
     inflate = zlib.decompressobj(zdict=spdy.DICTIONARY)
     assert struct.unpack(">HHI", reply[:8])[:2] == (0x8003, spdy.SYN_REPLY)
     assert inflate.decompress(reply[12:]) == b"\0\0\0\0"  # no headers
+
+
+async def test_terminal_for_tty_resized_as_the_client_asks() -> None:
+    """`tty=true`: the command's streams are one terminal, its size the client's (channel 4)."""
+    from nodeenv.kubelet.kubeletapi import processio
+
+    script = "read x; [ -t 0 ] && echo a-tty; stty size"
+    io = await processio.start(["sh", "-c", script], {"PATH": "/usr/bin:/bin"}, stdin=True, tty=True)
+    io.resize(100, 30)
+    await io.write(b"go\n")
+    (reader, channel), out = io.outputs[0], b""
+    with contextlib.suppress(OSError):  # EIO once the command is gone
+        while chunk := await asyncio.wait_for(reader.read(1024), 10):
+            out += chunk
+    assert await io.proc.wait() == 0
+    io.close()
+    assert channel == processio.STDOUT and len(io.outputs) == 1
+    assert out.replace(b"\r\n", b"\n").endswith(b"a-tty\n30 100\n"), out
