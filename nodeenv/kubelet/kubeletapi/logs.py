@@ -17,11 +17,11 @@ from nodeenv.kubelet.kubeletapi.pods import KubeletError, LogSource
 log = logging.getLogger(__name__)
 
 
-def _true(query: Mapping[str, str], key: str) -> bool:
+def flag(query: Mapping[str, str], key: str) -> bool:
     return query.get(key, "").lower() in ("1", "true")
 
 
-def _count(query: Mapping[str, str], key: str) -> int | None:
+def count(query: Mapping[str, str], key: str) -> int | None:
     raw = query.get(key)
     if raw is None:
         return None
@@ -32,8 +32,8 @@ def _count(query: Mapping[str, str], key: str) -> int | None:
 
 def log_argv(source: LogSource, query: Mapping[str, str]) -> list[str]:
     """The command that prints the log as asked."""
-    tail, since_s = _count(query, "tailLines"), _count(query, "sinceSeconds")
-    follow = _true(query, "follow")
+    tail, since_s = count(query, "tailLines"), count(query, "sinceSeconds")
+    follow = flag(query, "follow")
     if source.file is not None:  # a stand-in's log file: tail(1) follows and cuts it
         return ["tail", "-n", str(tail if tail is not None else "+1"), *(["-F"] if follow else []),
                 str(source.file)]  # fmt: skip
@@ -46,7 +46,7 @@ def log_argv(source: LogSource, query: Mapping[str, str]) -> list[str]:
         argv += ["--since", f"{max(since_s, 1)}s"]
     elif query.get("sinceTime"):
         argv += ["--since", query["sinceTime"]]
-    if _true(query, "timestamps"):
+    if flag(query, "timestamps"):
         argv.append("--timestamps")
     return [*argv, source.podman_ref]
 

@@ -120,8 +120,9 @@ class PortForwardSession:
             log.info("port-forward to %s:%d ended: %s", self.pod, port, e)
         finally:
             writer.close()
-            await self._write(self._framer.data(pair.data, b"", fin=True))
-            await self._write(self._framer.data(pair.error, b"", fin=True))
+            with contextlib.suppress(ConnectionError, RuntimeError):  # the session may be gone
+                await self._write(self._framer.data(pair.data, b"", fin=True))
+                await self._write(self._framer.data(pair.error, b"", fin=True))
 
     async def _fail(self, pair: _Pair, message: str) -> None:
         log.warning("%s", message)

@@ -25,6 +25,8 @@ class ProcessIo:
     """Each output stream with its channel."""
     terminal: int | None = None
     """The pseudo-terminal's master end (tty)."""
+    transport: asyncio.BaseTransport | None = None
+    """What reads the terminal on the event loop."""
 
     async def write(self, data: bytes) -> None:
         if self.terminal is not None:
@@ -46,6 +48,9 @@ class ProcessIo:
             self.proc.send_signal(signal.SIGWINCH)  # podman re-reads its terminal's size
 
     def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()  # off the event loop first, then the descriptor
+            self.transport = None
         if self.terminal is not None:
             with contextlib.suppress(OSError):
                 os.close(self.terminal)
@@ -79,5 +84,5 @@ async def start(argv: Sequence[str], env: Mapping[str, str], *, stdin: bool, tty
     reader = asyncio.StreamReader()
     loop = asyncio.get_running_loop()
     pipe_file = os.fdopen(master, "rb", buffering=0, closefd=False)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe_file)
-    return ProcessIo(proc, [(reader, STDOUT)], terminal=master)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe_file)
+    return ProcessIo(proc, [(reader, STDOUT)], terminal=master, transport=transport)

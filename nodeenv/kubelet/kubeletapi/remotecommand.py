@@ -87,7 +87,10 @@ async def stream_command(
     if tty:  # its terminal may be held open by what the command left behind
         await asyncio.wait({pumps}, timeout=1)
         io.close()
-    await pumps
+        if not pumps.done():
+            pumps.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await pumps
     if not ws.closed:
         if ws.ws_protocol in PROTOCOLS[:2]:
             await ws.send_bytes(bytes([ERROR]) + json.dumps(exit_status(code, shown)).encode())

@@ -97,9 +97,9 @@ async def _healthz(request: web.Request) -> web.Response:
 async def _logs(request: web.Request) -> web.StreamResponse:
     m, q = request.match_info, request.query
     rt = pod_of(request.app[INDEX], m["namespace"], m["pod"])
-    source = log_source(rt, m["container"], logs._true(q, "previous"))
+    source = log_source(rt, m["container"], logs.flag(q, "previous"))
     argv = logs.log_argv(source, q)
-    return await logs.stream_log(request, argv, _env(request), logs._count(q, "limitBytes"))
+    return await logs.stream_log(request, argv, _env(request), logs.count(q, "limitBytes"))
 
 
 def _env(request: web.Request) -> dict[str, str]:
@@ -114,7 +114,7 @@ async def _exec(request: web.Request) -> web.StreamResponse:
     if not command:
         raise KubeletError(400, "you must specify at least 1 command")
     _require_websocket(request)
-    stdin, tty = logs._true(q, "input") or logs._true(q, "stdin"), logs._true(q, "tty")
+    stdin, tty = logs.flag(q, "input") or logs.flag(q, "stdin"), logs.flag(q, "tty")
     argv = ["podman", "exec", *(["-i"] if stdin else []), *(["-t"] if tty else []), name, *command]
     return await remotecommand.stream_command(
         request, argv, _env(request), stdin=stdin, shown=command, tty=tty
