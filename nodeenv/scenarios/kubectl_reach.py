@@ -17,6 +17,7 @@ import ssl
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nodeenv.kubelet.apiclient import KubeClient
@@ -55,8 +56,9 @@ def _pod() -> str:
                                 "terminationGracePeriodSeconds": 1}})  # fmt: skip
 
 
-def _start_node(scn: Scenario, pki: KubeletPki) -> int:
-    """The runner for NODE (kubelet only, no controllers) and its kubelet API; its port."""
+def _start_node(scn: Scenario, pki: KubeletPki) -> tuple[int, Callable[[], None]]:
+    """The runner for NODE (kubelet only, no controllers) and its kubelet API: its port, and what
+    removes them, the Node and the namespace (idempotent; deferred too, should a step fail first)."""
     base = scn.node.run_dir / "kubectl-reach"
     pm = make_podman(base / "podman", scn.at(1).install_root, f"/k8shost-sbx-reach-{os.getpid()}")
     scn.defer(pm.remove_all)
@@ -75,6 +77,8 @@ def _start_node(scn: Scenario, pki: KubeletPki) -> int:
     thread.start()
 
     def halt() -> None:
+        if stop.is_set():
+            return
         _kubectl(scn, "delete", "namespace", NS, "--wait=false")
         stop.set()
         thread.join(30)
@@ -83,7 +87,7 @@ def _start_node(scn: Scenario, pki: KubeletPki) -> int:
         _kubectl(scn, "delete", "node", NODE)
 
     scn.defer(halt)
-    return port
+    return port, halt
 
 
 def _wait_running(scn: Scenario) -> None:
@@ -99,10 +103,17 @@ def _wait_running(scn: Scenario) -> None:
 def run(scn: Scenario) -> None:
     pki = KubeletPki(Path(scn.env["KUBELET_PKI"]))
     with scn.step(f"kubectl reach: a runner and its kubelet API as node {NODE}, a pod on it"):
-        port = _start_node(scn, pki)
+        port, halt = _start_node(scn, pki)
         _ok(scn, "create", "namespace", NS)
         _ok(scn, "apply", "-f", "-", stdin=_pod())
         _wait_running(scn)
+    try:
+        _reach(scn, pki, port)
+    finally:  # gone before the later parts, which would otherwise see a Node of its own
+        halt()
+
+
+def _reach(scn: Scenario, pki: KubeletPki, port: int) -> None:
     with scn.step("kubectl reach: kubectl logs"):
         out = _ok(scn, "-n", NS, "logs", POD)
         if out != f"hello from {POD}\n":
