@@ -9,5 +9,5 @@ KUBELET_API_COMMANDS: list[tuple[str, ...]] = [
     ("-n", "{ns}", "exec", "web", "-c", "app", "--", "ls", "/"),
     ("-n", "{ns}", "cp", "web:/etc/hostname", "{tmp}/hostname", "-c", "app"),
     ("-n", "{ns}", "cp", "{tmp}/hostname", "web:/tmp/hostname", "-c", "app"),
-    ("-n", "kube-system", "logs", "-l", "app=prismnet-agent", "--tail", "3"),
+    ("-n", "kube-system", "logs", "-l", "app.kubernetes.io/name=prismnet-agent", "--tail", "3", "--prefix"),
 ]

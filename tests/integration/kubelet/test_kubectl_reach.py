@@ -30,6 +30,7 @@ from tests.integration.kubelet.conftest import wait_for
 from tests.integration.kubelet.kubelet_api_commands import KUBELET_API_COMMANDS
 from tests.integration.kubelet.test_boot_cli import cli
 
+pytestmark = pytest.mark.timeout(900)  # the module's boot on a loaded machine: 3-6 min
 PREFIX = "k8shkr"
 NS = "reach"
 TICKS = "echo started; i=0; while true; do echo tick $i; i=$((i+1)); sleep 1; done"
