@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from nodeenv.daemons import http_ready, start_foreground, wait_for
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
@@ -31,6 +32,11 @@ from nodeenv.node import Node
 
 KUBELET_NODE = "sandbox-kubelet"
 """The node with a serving certificate in KUBELET_PKI (nodeenv/kubelet/kubeletapi/pki.py)."""
+
+
+def kubelet_pki_dir(admin_kubeconfig: Path) -> Path:
+    """Where the component made the kubelet PKI: beside the admin kubeconfig it wrote."""
+    return admin_kubeconfig.parent / "kubelet-pki"
 
 
 class KubeApiComponent:

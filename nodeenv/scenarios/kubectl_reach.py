@@ -2,10 +2,10 @@
 namespaces the CNI wires (and one podman container): no kubelet runs them. So this part adds the
 one `make boot` uses -- the runner (nodeenv/kubelet) with its kubelet API -- as a node of its own,
 `sandbox-kubelet`, in this machine's namespace: its kubelet API on 127.0.0.1 with the serving
-certificate and the API double's client certificate the kubeapi component made (node.env
-KUBELET_PKI). A host-network pod of a busybox image runs there; kubectl logs and exec reach it
-through the double's pods/log and pods/exec, the exit code comes back, and the kubelet API refuses
-a caller without the API server's certificate (401)."""
+certificate and the API double's client certificate the kubeapi component made (beside the admin
+kubeconfig: a cluster's env names only that). A host-network pod of a busybox image runs there;
+kubectl logs and exec reach it through the double's pods/log and pods/exec, the exit code comes
+back, and the kubelet API refuses a caller without the API server's certificate (401)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from nodeenv.kubeapi_component import kubelet_pki_dir
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.kubeletapi.pki import KubeletPki
 from nodeenv.kubelet.kubeletapi.server import KubeletApiServer, KubeletApiSettings
@@ -101,7 +102,7 @@ def _wait_running(scn: Scenario) -> None:
 
 
 def run(scn: Scenario) -> None:
-    pki = KubeletPki(Path(scn.env["KUBELET_PKI"]))
+    pki = KubeletPki(kubelet_pki_dir(Path(scn.env["KUBECONFIG"])))
     with scn.step(f"kubectl reach: a runner and its kubelet API as node {NODE}, a pod on it"):
         port, halt = _start_node(scn, pki)
         _ok(scn, "create", "namespace", NS)
