@@ -13,6 +13,9 @@ NODES_KUBECONFIG (an admin kubeconfig naming that URL) and NODES_KUBE_API_URL.
 it (WEBHOOK_KUBECONFIG, as kube-apiserver's `--authentication-token-webhook-config-file`), and RBAC is
 enforced, so a minted IAM token is authorized as that user (the admin's static token still is admin).
 
+node.env's KUBELET_PKI: the kubelet PKI (the double's kubelet client certificate, a serving
+certificate for node `sandbox-kubelet` at 127.0.0.1) for a kubelet API the sandbox runs.
+
 `audit_log=True` makes it write every request to `<run>/kubeapi/audit.log` as kube-apiserver's
 `--audit-log-path` does (node.env: KUBE_AUDIT_LOG; read it with nodeenv/kubeapi/auditlog.py).
 """
@@ -21,9 +24,19 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from nodeenv.daemons import http_ready, start_foreground, wait_for
+from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.node import Node
+
+KUBELET_NODE = "sandbox-kubelet"
+"""The node with a serving certificate in KUBELET_PKI (nodeenv/kubelet/kubeletapi/pki.py)."""
+
+
+def kubelet_pki_dir(admin_kubeconfig: Path) -> Path:
+    """Where the component made the kubelet PKI: beside the admin kubeconfig it wrote."""
+    return admin_kubeconfig.parent / "kubelet-pki"
 
 
 class KubeApiComponent:
@@ -50,6 +63,8 @@ class KubeApiComponent:
             "--user", ",".join(self.users), "--also-listen", self.also_listen,
             "--audit-log-path", str(kdir / "audit.log") if self.audit_log else "",
         ]  # fmt: skip
+        kubelets = make_kubelet_pki(kdir / "kubelet-pki", [(KUBELET_NODE, "127.0.0.1")])
+        argv += kubelets.apiserver_flags()  # for the kubelet API scenarios/kubectl_reach.py runs
         if self.token_webhook:
             argv += ["--authentication-token-webhook-config-file", node.endpoints["WEBHOOK_KUBECONFIG"],
                      "--enforce-rbac", "true"]  # fmt: skip
@@ -60,7 +75,8 @@ class KubeApiComponent:
         info = json.loads(port_file.read_text())
         ca = kdir / "pki" / "ca.crt"
         wait_for(lambda: http_ready(f"{info['url']}/readyz", ca), "kubeapi /readyz", proc=proc)
-        out = {"KUBECONFIG": info["kubeconfig"], "KUBE_API_URL": info["url"], "KUBE_API_CA": str(ca)}
+        out = {"KUBECONFIG": info["kubeconfig"], "KUBE_API_URL": info["url"], "KUBE_API_CA": str(ca),
+               "KUBELET_PKI": str(kubelets.dir)}  # fmt: skip
         if self.audit_log:
             out["KUBE_AUDIT_LOG"] = str(kdir / "audit.log")
         for also in info.get("also", [])[:1]:

@@ -73,6 +73,11 @@ def listening_socket(netns: str, host: str, port: int, backlog: int = 128) -> so
     return _made_in(netns, make)
 
 
+def unconnected_socket(netns: str, family: int, kind: int, proto: int = 0) -> socket.socket:
+    """A socket of the named network namespace, not connected yet (a client library connects it)."""
+    return _made_in(netns, lambda: socket.socket(family, kind, proto))
+
+
 def connected_socket(netns: str, host: str, port: int, timeout: float = 1.0) -> socket.socket:
     """A TCP socket connected to host:port from inside the named network namespace."""
     return _made_in(netns, lambda: socket.create_connection((host, port), timeout=timeout))

@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from nodeenv.kubeapi import audit, discovery, handlers, openapi, openapiv2pb
+from nodeenv.kubeapi import audit, discovery, handlers, openapi, openapiv2pb, podstreams
 from nodeenv.kubeapi.admissionpolicy import CALLER, Caller
 from nodeenv.kubeapi.audit import INFO, USER
 from nodeenv.kubeapi.auth import User
 from nodeenv.kubeapi.errors import ApiError, InternalError, NotFound, Unauthorized, from_code
+from nodeenv.kubeapi.kubeletclient import KubeletClient
 from nodeenv.kubeapi.routing import resolve
 from nodeenv.kubeapi.state import ApiState
 from nodeenv.kubeapi.wire import error_response, respond
@@ -136,6 +137,12 @@ async def _openapi_v3(request: web.Request) -> web.Response:
 def make_app(st: ApiState) -> web.Application:
     app = web.Application(middlewares=[api_middleware], client_max_size=3 * 1024 * 1024)
     app[STATE] = st
+    app[podstreams.KUBELET] = KubeletClient(st.config.kubelet)
+
+    async def close_kubelet_client(app: web.Application) -> None:
+        await app[podstreams.KUBELET].close()
+
+    app.on_cleanup.append(close_kubelet_client)
     app.router.add_get("/version", _version)
     for path in _OPEN:
         app.router.add_get(path, _health)

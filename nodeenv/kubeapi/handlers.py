@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nodeenv.kubeapi import admission, apply, binding, reviews, scale, strict, tables, watchstream
+from nodeenv.kubeapi import admission, apply, binding, podstreams, reviews, scale, strict, tables, watchstream
 from nodeenv.kubeapi.audit import ADMISSION, OBJECT_NAME, USER
 from nodeenv.kubeapi.errors import NotFound, UnsupportedMediaType, not_found
 from nodeenv.kubeapi.kinds import Kind
@@ -188,6 +188,8 @@ async def handle(request: web.Request, st: ApiState, info: RequestInfo) -> web.S
             if info.name
             else NotFound("the server could not find the requested resource")
         )
+    if info.subresource in podstreams.SUBRESOURCES:
+        return await podstreams.handle(request, st, info)
     request[ADMISSION] = record = admission.AdmissionRecord(
         user=request[USER].name, subresource=info.subresource
     )

@@ -6,6 +6,7 @@
 /api/v1/watch/...                                              the deprecated watch prefix
 /api/v1/namespaces/<ns>/serviceaccounts/<name>/token           TokenRequest (POST only)
 /api/v1/namespaces/<ns>/pods/<name>/binding                    Binding, the scheduler's (POST only)
+/api/v1/namespaces/<ns>/pods/<name>/log|exec|attach|portforward  the kubelet's streams (podstreams.py)
 The verb comes from the method: GET get/list/watch, POST create, PUT update, PATCH patch,
 DELETE delete/deletecollection.
 """
@@ -19,6 +20,8 @@ from nodeenv.kubeapi.errors import NotFound, method_not_allowed
 from nodeenv.kubeapi.kinds import Kind, Registry
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+STREAMS = ("log", "exec", "attach", "portforward")
+"""Pods' subresources served by the node's kubelet (podstreams.py)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,8 +79,16 @@ def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]
     token = (sub == "token" and kind.plural == "serviceaccounts" and kind.group == "") or (
         sub == "binding" and kind.plural == "pods" and kind.group == ""
     )  # create-only subresources: a TokenRequest, the scheduler's Binding
-    if sub and not token and not (sub == "status" and kind.status) and not (sub == "scale" and kind.scale):
+    stream = sub in STREAMS and kind.plural == "pods" and kind.group == ""
+    if (
+        sub
+        and not (token or stream)
+        and not (sub == "status" and kind.status)
+        and not (sub == "scale" and kind.scale)
+    ):
         raise _not_found()
+    if stream:
+        return _stream(method, group, version, kind, sub, namespace, name)
     if token and method == "POST":
         verb = "create"
     else:
@@ -89,6 +100,18 @@ def resolve(registry: Registry, method: str, path: str, query: Mapping[str, str]
         verb=verb, group=group, version=version, resource=kind.plural, subresource=sub,
         namespace=namespace, name=name, kind=kind,
     )  # fmt: skip
+
+
+def _stream(
+    method: str, group: str, version: str, kind: Kind, sub: str, namespace: str, name: str
+) -> RequestInfo:
+    """pods/log (GET: get), pods/exec|attach|portforward (POST: create; GET: get, the WebSocket
+    upgrade, which podstreams.py also authorizes as create)."""
+    if method not in ("GET", "POST") or (sub == "log" and method != "GET"):
+        raise method_not_allowed()
+    verb = "get" if method == "GET" else "create"
+    return RequestInfo(verb=verb, group=group, version=version, resource=kind.plural, subresource=sub,
+                       namespace=namespace, name=name, kind=kind)  # fmt: skip
 
 
 def _verb(method: str, has_name: bool, watch: bool) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nodeenv.kubeapi.kubeletclient import KubeletClientConfig
 from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.state import ApiConfig
 from nodeenv.kubeapi.tokenwebhook import VERSIONS, parse_duration
@@ -111,8 +112,15 @@ _FLAGS = (
         "kube-apiserver's AdmissionConfiguration file: the PodSecurity plugin's defaults and exemptions "
         "(empty: privileged by default, no exemptions)",
     ),
+    ("--kubelet-client-certificate", "KUBEAPI_KUBELET_CLIENT_CERT", "",
+     "client certificate presented to the kubelets (kube-apiserver's flag; empty: none)"),
+    ("--kubelet-client-key", "KUBEAPI_KUBELET_CLIENT_KEY", "", "its key"),
+    ("--kubelet-certificate-authority", "KUBEAPI_KUBELET_CA", "",
+     "CA the kubelets' serving certificates are verified against (empty: not verified, as kube-apiserver)"),
+    ("--kubelet-netns", "KUBEAPI_KUBELET_NETNS", "",
+     "network namespace the nodes' kubelets are reached from (a cluster's underlay; empty: this one)"),
     ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
-)
+)  # fmt: skip
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -131,6 +139,10 @@ def _count(flag: str, value: str) -> int:
     if n < 0:
         raise ValueError(f"{flag} must be 0 or more, not {value}")
     return n
+
+
+def _path(value: str) -> Path | None:
+    return Path(value) if value else None
 
 
 def _pod_security(path: str) -> PodSecurityConfig:
@@ -168,6 +180,12 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             token_webhook_version=a.authentication_token_webhook_version,
             pod_security=_pod_security(a.admission_control_config_file),
             event_ttl=parse_duration(a.event_ttl),
+            kubelet=KubeletClientConfig(
+                cert=_path(a.kubelet_client_certificate),
+                key=_path(a.kubelet_client_key),
+                ca=_path(a.kubelet_certificate_authority),
+                netns=a.kubelet_netns,
+            ),
         )
         return KubeApiSettings(
             dir=Path(a.dir),

@@ -11,6 +11,7 @@ from nodeenv.kubeapi.auth import Recorder, Tokens, User
 from nodeenv.kubeapi.crud import Resources
 from nodeenv.kubeapi.errors import ApiError, from_code
 from nodeenv.kubeapi.kinds import Registry
+from nodeenv.kubeapi.kubeletclient import KubeletClientConfig
 from nodeenv.kubeapi.metrics import Metrics
 from nodeenv.kubeapi.podsecurity.config import PodSecurityConfig
 from nodeenv.kubeapi.rbac import Authorizer
@@ -52,6 +53,8 @@ class ApiConfig:
     """The PodSecurity admission plugin's defaults and exemptions (default: privileged, none)."""
     event_ttl: float = 3600.0
     """--event-ttl, seconds: an Event not written for this long is deleted (eventttl.py; 0: never)."""
+    kubelet: KubeletClientConfig = field(default_factory=KubeletClientConfig)
+    """How the nodes' kubelet APIs are reached (pods/log, exec, attach, portforward)."""
 
 
 @dataclass(kw_only=True)

@@ -93,9 +93,11 @@ class KubeClient:
                 raise
 
 
-def register_node(client: KubeClient, name: str, address: str, labels: Mapping[str, str]) -> None:
+def register_node(
+    client: KubeClient, name: str, address: str, labels: Mapping[str, str], kubelet_port: int = 0
+) -> None:
     """What kubelet does at start: the Node object (if missing), then its status: Ready, with its
-    InternalIP and Hostname addresses."""
+    InternalIP and Hostname addresses, and its kubelet API's port (daemonEndpoints) if it serves one."""
     try:
         client.request("GET", f"/api/v1/nodes/{name}")
     except ApiError as e:
@@ -106,10 +108,12 @@ def register_node(client: KubeClient, name: str, address: str, labels: Mapping[s
             "labels": {**labels, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
         }
         client.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
-    status = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+    status: dict[str, object] = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                               "message": "kubelet is posting ready status"}],
               "addresses": [{"type": "InternalIP", "address": address},
                             {"type": "Hostname", "address": name}]}  # fmt: skip
+    if kubelet_port:
+        status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": kubelet_port}}
     client.request(
         "PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, "application/merge-patch+json"
     )

@@ -24,9 +24,11 @@ removes what was made):
    `python -m nodeenv.lightningstor`, TLS and IAM tokens only, loop devices on this machine) on the
    API's address, named in lightningstor-csi-config, so the CSI pods (their sidecars stood in for
    by the runner, nodeenv/kubelet/sidecars/) serve PVCs;
-5. the runner (`python -m nodeenv.kubelet run`) detached, hostPaths and the CNI dirs under
-   `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's --cluster-dns (its ClusterIP is
-   an OVN load balancer the booted fiberlb-controller programs, to flashdns-controller's pods);
+5. the runner (`python -m nodeenv.kubelet run`) detached, serving the kubelet API on 127.0.0.1:10250
+   (its serving certificate and the API double's client certificate from `<run dir>/kubelet-pki`),
+   hostPaths and the CNI dirs under `<run dir>/node`, the overlay's `cluster-dns` Service as kubelet's
+   --cluster-dns (its ClusterIP is an OVN load balancer the booted fiberlb-controller programs, to
+   flashdns-controller's pods);
    then the cluster's Prometheus (nodeenv/kubelet/monitoring.py: pods discovered through the API as
    the `prometheus` ServiceAccount, loopback only; `<run dir>/monitoring.json` says where);
 6. waits until every scheduled pod whose containers are all booted is Ready (or --timeout), then
@@ -62,6 +64,7 @@ from nodeenv.image.store import ImageStore
 from nodeenv.kubeapi.snapshot_crds import snapshot_crds
 from nodeenv.kubelet import monitoring
 from nodeenv.kubelet.apiclient import KubeClient
+from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.ovn_pki import MANIFEST_IDENTITIES, manifest_pki, secret_args
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
@@ -309,10 +312,11 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     port_file.unlink(missing_ok=True)
     # as k3s's kube-apiserver (daemonsets/k3s/config.yaml): IAM tokens through the iam-webhook pod
     hook = webhook_pki(s.run_dir / "webhook-pki")["kubeconfig"]
+    kubelets = make_kubelet_pki(s.run_dir / "kubelet-pki", [(s.node_name, "127.0.0.1")])
     argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", s.api_address,
             "--port", str(s.api_port), "--port-file", str(port_file),
             "--admission-control-config-file", str(POD_SECURITY),
-            "--authentication-token-webhook-config-file", hook]  # fmt: skip
+            "--authentication-token-webhook-config-file", hook, *kubelets.apiserver_flags()]  # fmt: skip
     _, proc = start_foreground(
         "kubeapi", argv, s.run_dir / "kubeapi.log", {**env, "PYTHONPATH": str(ROOT)}, table
     )
@@ -325,7 +329,7 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
             "--node-root", str(s.node_root), "--state-dir", str(s.short_dir / "pods"),
-            "--cluster-dns", dns]  # fmt: skip
+            "--cluster-dns", dns, *kubelets.kubelet_flags(s.node_name)]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
     say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
 

@@ -8,7 +8,9 @@
    in its network, with the machine's mounts), registering its Node (a k3s server's
    control-plane label on nodes 1-3, the underlay address as InternalIP), so a hostNetwork pod is
    in its node's namespace, a probe goes from there and a pod's CNI ADD runs there; node1's runner
-   also plays kube-controller-manager and the scheduler (--controllers), the others do not;
+   also plays kube-controller-manager and the scheduler (--controllers), the others do not; each
+   serves the kubelet API on its address, port 10250 (certificates from `<run dir>/kubelet-pki`),
+   which the API double reaches from the underlay's namespace (--kubelet-netns);
 4. once every Node is registered (the cluster is up, as when an admin applies to it), the overlay
    applied as on one node (boot.apply_overlay), k8shost-config's OVN endpoints being every
    control-plane node's address (README "Installing on k3s": all three members);
@@ -40,6 +42,7 @@ from nodeenv.image.store import ImageStore
 from nodeenv.kubelet import boot, rootdir
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.boot import BootSettings
+from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.kubelet.nodenet import BootNodes, require_free
 from nodeenv.kubelet.runner import RUNNER_LABEL
 
@@ -66,9 +69,11 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     port_file = s.run_dir / "kubeapi.json"
     port_file.unlink(missing_ok=True)
     also = f"{nodes.underlay.netns}={nodes.central_address}:{API_PORT}"
+    kubelets = make_kubelet_pki(s.run_dir / "kubelet-pki", [(n.name, n.address) for n in nodes.nodes])
     argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", "127.0.0.1",
             "--port", str(s.api_port), "--port-file", str(port_file), "--also-listen", also,
-            "--admission-control-config-file", str(boot.POD_SECURITY)]  # fmt: skip
+            "--admission-control-config-file", str(boot.POD_SECURITY),
+            *kubelets.apiserver_flags(nodes.underlay.netns)]  # fmt: skip
     py_env = {**env, "PYTHONPATH": str(boot.ROOT)}
     _, proc = start_foreground("kubeapi", argv, s.run_dir / "kubeapi.log", py_env, table)
     wait_until(port_file.exists, "the API double", 30, proc)
@@ -81,7 +86,8 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
                 "--kubeconfig", nodes_kubeconfig, "--node-name", n.name, "--node-ip", n.address,
                 "--node-root", str(n.root), "--state-dir", str(s.short_dir / f"pods{n.index}"),
                 "--cluster-dns", dns, "--node-labels", SERVER_LABELS if n.index <= SERVERS else "",
-                "--controllers", "true" if n.index == 1 else "false"]  # fmt: skip
+                "--controllers", "true" if n.index == 1 else "false",
+                *kubelets.kubelet_flags(n.name)]  # fmt: skip
         log = s.run_dir / f"kubelet-{n.name}.log"
         start_foreground(f"kubelet-{n.name}", argv, log, py_env, table)
         boot.say(f"runner for {n.name} in {n.netns} (log {log})")

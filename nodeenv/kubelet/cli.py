@@ -32,6 +32,7 @@ from nodeenv import netns_socket
 from nodeenv.image.store import ImageStore
 from nodeenv.kubelet import boot
 from nodeenv.kubelet.apiclient import KubeClient
+from nodeenv.kubelet.kubeletapi.server import KubeletApiServer, KubeletApiSettings
 from nodeenv.kubelet.runner import Runner, RunnerSettings
 from nodeenv.kubelet.sandbox import CniConfig
 
@@ -58,6 +59,12 @@ _FLAGS = (  # flag, env, default, help
     ("--node-labels", "K8SHOST_NODE_LABELS",
      "node-role.kubernetes.io/control-plane=true,node-role.kubernetes.io/master=true",
      "run: the Node's labels, k=v,... (kubelet's --node-labels; a single k3s server's by default)"),
+    ("--tls-cert-file", "K8SHOST_KUBELET_TLS_CERT", "",
+     "run: the kubelet serving certificate; set: the kubelet API is served on --node-ip (none: not served)"),
+    ("--tls-private-key-file", "K8SHOST_KUBELET_TLS_KEY", "", "run: its key"),
+    ("--client-ca-file", "K8SHOST_KUBELET_CLIENT_CA", "",
+     "run: the CA of the client certificates the kubelet API accepts (the API server's)"),
+    ("--kubelet-port", "K8SHOST_KUBELET_PORT", "10250", "run: the kubelet API's port"),
     ("--controllers", "K8SHOST_RUN_CONTROLLERS", "true",
      "run: also play kube-controller-manager and the scheduler (true/false; one runner of a cluster)"),
     ("--nodes", "K8SHOST_NODES", "3",
@@ -110,6 +117,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                               cluster_dns=tuple(a for a in args.cluster_dns.split(",") if a),
                               cluster_domain=args.cluster_domain, labels=labels,
                               controllers=args.controllers.lower() in ("1", "true", "yes"),
+                              kubelet_port=int(args.kubelet_port) if args.tls_cert_file else 0,
                               podman_env={"HOME": env.get("HOME", "/root"), "PATH": env.get("PATH", ""),
                                           **store.env()})  # fmt: skip
     runner = Runner(settings, KubeClient.from_kubeconfig(Path(args.kubeconfig)))
@@ -123,6 +131,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
         signal.signal(sig, on_signal)
     log.info("runner for node %s: hostPaths under %s, API %s", args.node_name, root, runner.client.server)
+    api = kubelet_api(args, runner, settings)
     try:
         runner.run(stop)
         if drain.is_set() and not term.is_set():  # a cluster's `down`: pod-network pods everywhere first
@@ -132,8 +141,22 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             term.wait()
     finally:
         log.info("stopping: every pod's containers, then its sandbox")
+        if api is not None:
+            api.stop()
         runner.shutdown()
     return 0
+
+
+def kubelet_api(args: argparse.Namespace, runner: Runner, s: RunnerSettings) -> KubeletApiServer | None:
+    """The kubelet API on the node's address, started (when --tls-cert-file is given)."""
+    if not args.tls_cert_file:
+        return None
+    api = KubeletApiServer(runner, KubeletApiSettings(
+        address=s.node_ip, port=s.kubelet_port, cert=Path(args.tls_cert_file),
+        key=Path(args.tls_private_key_file), client_ca=Path(args.client_ca_file), podman_env=s.podman_env,
+    ))  # fmt: skip
+    api.start()
+    return api
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:

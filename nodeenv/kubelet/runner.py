@@ -69,6 +69,8 @@ class RunnerSettings:
     cluster_domain: str = "cluster.local"
     resolv_conf: Path = Path("/etc/resolv.conf")
     """kubelet's --resolv-conf: the node's resolver configuration."""
+    kubelet_port: int = 0
+    """The kubelet API's port, published in the Node's status.daemonEndpoints (0: none served)."""
     controllers: bool = True
     """Also play kube-controller-manager and the scheduler (workloads.py, endpoints.py): one runner
     of a cluster does, the others are only their node's kubelet."""
@@ -135,6 +137,23 @@ class PodRuntime:
     def cname(self, container: str) -> str:
         m = self.pod["metadata"]
         return f"k8s_{container}_{m['name']}_{m['namespace']}_{m['uid'][:8]}"
+
+    @property
+    def netns_name(self) -> str | None:
+        """The pod's network namespace (None: the node's, a host-network pod)."""
+        return self.sandbox.netns_name if self.sandbox else None
+
+    def standin_log(self, container: str) -> Path:
+        uid: str = self.pod["metadata"]["uid"]
+        return self.runner.settings.state_dir / uid / "logs" / f"{container}.log"
+
+    def keep_previous(self, container: str) -> None:
+        """The container's last instance kept as `<name>_previous` (its logs are `logs --previous`, as
+        kubelet keeps the dead container), an older one removed."""
+        name = self.cname(container)
+        self.runner.podman("rm", "-f", f"{name}_previous")
+        if self.runner.podman("rename", name, f"{name}_previous").returncode:
+            self.runner.podman("rm", "-f", name)
 
     def ctx(self) -> PodContext:
         s = self.runner.settings
@@ -272,7 +291,7 @@ class PodRuntime:
         built = self._args(c, st, detach=True)
         if built is None:
             return
-        self.runner.podman("rm", "-f", self.cname(c["name"]))
+        self.keep_previous(c["name"])
         proc = self.runner.podman(*built[0], extra_env=built[1])
         if proc.returncode:
             reason, msg = _reason(proc.stderr)
@@ -305,7 +324,8 @@ class PodRuntime:
                 code = int(info.get("ExitCode", 0))
                 logs = self.runner.podman("logs", "--tail", "5", self.cname(c["name"])).stderr.strip()
                 st.last_state = {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed",
-                                                "message": logs[-500:]}}  # fmt: skip
+                                                "message": logs[-500:],
+                                                "containerID": f"podman://{st.container_id}"}}  # fmt: skip
                 log.warning("pod %s container %s exited %d: %s", self.key, st.name, code, logs[-300:])
                 self.restart(c, st, "CrashLoopBackOff")
                 continue
@@ -354,8 +374,14 @@ class PodRuntime:
                             LABEL[tracker.kind].lower())  # fmt: skip
                 why = f"Container {st.name} failed {LABEL[tracker.kind].lower()} probe, will be restarted"
                 self.event(NORMAL, "Killing", why, st.name)
-                self.runner.podman("rm", "-f", "-t", "1", name)
-                st.last_state = {"terminated": {"exitCode": 137, "reason": "Error"}}
+                self.runner.podman("stop", "-t", "1", name)  # kept for `logs --previous` (keep_previous)
+                st.last_state = {
+                    "terminated": {
+                        "exitCode": 137,
+                        "reason": "Error",
+                        "containerID": f"podman://{st.container_id}",
+                    }
+                }
                 self.restart(c, st, "CrashLoopBackOff")
                 return
 
@@ -371,6 +397,7 @@ class PodRuntime:
                 self.event(NORMAL, "Killing", f"Stopping container {c['name']}", c["name"])
         for c in self.pod["spec"].get("initContainers", []) + self.pod["spec"]["containers"]:
             self.runner.podman("rm", "-f", "-t", "2", self.cname(c["name"]))
+            self.runner.podman("rm", "-f", f"{self.cname(c['name'])}_previous")
         for proc in self.standins.values():
             proc.terminate()
             proc.wait(10)
@@ -403,6 +430,14 @@ class Runner:
         url = urllib.parse.urlsplit(client.server)
         self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
 
+    def find_pod(self, namespace: str, name: str) -> PodRuntime | None:
+        """This node's pod by name (the kubelet API's view)."""
+        for rt in list(self.pods.values()):
+            m = rt.pod["metadata"]
+            if m["namespace"] == namespace and m["name"] == name:
+                return rt
+        return None
+
     def lookup(self, plural: str, namespace: str, name: str) -> Obj | None:
         return self.client.get(CORE, plural, namespace, name)
 
@@ -415,7 +450,8 @@ class Runner:
 
     def register_node(self) -> None:
         """The Node object kubelet registers, Ready, with its InternalIP."""
-        register_node(self.client, self.settings.node_name, self.settings.node_ip, self.settings.labels)
+        s = self.settings
+        register_node(self.client, s.node_name, s.node_ip, s.labels, s.kubelet_port)
 
     def sync_pods(self) -> None:
         mine = [

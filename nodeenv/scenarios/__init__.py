@@ -10,6 +10,7 @@ from nodeenv.scenarios import (
     fiberlb,
     flashdns,
     kubeapi,
+    kubectl_reach,
     metrics,
     monitoring,
     node_failure,
@@ -30,6 +31,7 @@ SCENARIOS = (
     escapes, tenant_data, pod_security,
     metrics,  # every daemon's /metrics: the catalogue's names, tunnels, a pod's ADD counted
     admin_kubectl,  # kubectl create deployment as protobuf, default ServiceAccounts, APIServices
+    kubectl_reach,  # kubectl logs and exec through a kubelet API (a node of its own)
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
