@@ -32,6 +32,10 @@ VOLUME_FILES = {
 }
 
 
+POD_IP = "127.0.0.1"
+"""hostNetwork: the pod's IP is the node's address, loopback here."""
+
+
 def _cli(*args: str) -> str:
     argv = [sys.executable, "-m", "webhook.main", *args]
     return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
@@ -43,7 +47,8 @@ def webhook(tmp_path: Path) -> Iterator[tuple[dict[str, Any], dict[str, Any], di
     (c,) = w["spec"]["template"]["spec"]["containers"]
     env = container_env(w, c)
     port, health = free_port(), free_port()
-    env |= {"IAM_WEBHOOK_PORT": str(port), "IAM_WEBHOOK_HEALTH_PORT": str(health)}
+    env |= {"IAM_WEBHOOK_PORT": str(port), "IAM_WEBHOOK_HEALTH_PORT": str(health), "POD_IP": POD_IP}
+    env = {k: v.replace("$(POD_IP)", POD_IP) for k, v in env.items()}  # kubelet's $(VAR) expansion
     _cli("gen-dev-pki", "--out", str(tmp_path), "--server-name", env["IAM_WEBHOOK_HOST"])
     env = {k: str(tmp_path / VOLUME_FILES[v]) if v in VOLUME_FILES else v for k, v in env.items()}
     env["PATH"] = os.environ["PATH"]
@@ -75,11 +80,11 @@ def test_webhook_as_deployed_answers_the_apiserver_through_the_k3s_kubeconfig(we
     c, where, env = webhook
     ready = c["readinessProbe"]["httpGet"]
     deadline = time.monotonic() + 20
-    while not http_ready(f"http://{ready['host']}:{where['health']}{ready['path']}"):
+    while not http_ready(f"http://{ready.get('host', POD_IP)}:{where['health']}{ready['path']}"):
         assert time.monotonic() < deadline, "the readiness probe never passed"
         time.sleep(0.1)
     live = c["livenessProbe"]["httpGet"]
-    assert http_ready(f"http://{live['host']}:{where['health']}{live['path']}")
+    assert http_ready(f"http://{live.get('host', POD_IP)}:{where['health']}{live['path']}")
 
     token = _cli("mint", "--key", str(where["pki"] / "signing.key"), "--issuer", env["IAM_ISSUER"],
                  "--audience", env["IAM_AUDIENCE"], "--sub", "user-1", "--email", "a@example.com",
