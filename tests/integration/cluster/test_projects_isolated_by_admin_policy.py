@@ -151,7 +151,7 @@ def test_a_tenant_without_policies_stays_isolated(
         out = kubectl(cluster, "delete", "networkpolicy", "--all", "-n", ns, token=token)
         assert out.returncode == 0, out.stderr
         assert kubectl(cluster, "get", "networkpolicy", "-n", ns, "-o", "name", token=token).stdout == ""
-    if eventually(lambda: _web(pods, "a-client"), lambda ok: not ok):
+    if eventually(lambda: _web(pods, "a-client"), lambda ok: not ok, timeout=30):
         _dump(cluster)
     assert not _web(pods, "a-client"), "BANP did not close iso-a"
     assert not _web(pods, "b-client"), "iso-b reached iso-a with no NetworkPolicy at all"
@@ -191,11 +191,12 @@ def test_a_tenant_without_policies_stays_isolated(
     assert eventually(lambda: _web(pods, "b-client"), bool), "still refused without the project ANPs"
 
 
-def _dump(cluster: Cluster) -> None:  # TEMP diagnostics
+def _dump(cluster: Cluster) -> None:
+    """On a failure: what the NB holds and what netpol-controller said."""
     from tests.integration.cluster.kube import nbctl
 
     print(nbctl(cluster, "--columns=name,ports,acls,external_ids", "list", "Port_Group"))
-    print(nbctl(cluster, "--columns=_uuid,priority,direction,match,action,options,external_ids", "list", "ACL"))
+    print(nbctl(cluster, "--columns=priority,direction,match,action,external_ids", "list", "ACL"))
     print(nbctl(cluster, "--columns=name,addresses", "list", "Address_Set"))
     for n in cluster.nodes:
         log = n.node.path("netpol-controller", "netpol-controller.log")
