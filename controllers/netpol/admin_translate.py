@@ -53,6 +53,7 @@ from controllers.netpol.translate import (
 ANP_TOP = 30000
 MAX_PRIORITY = 99
 STRIDE = 289
+PEERS_OWNER = "anp-peers"
 """ACL priorities of one ANP priority's band: (30000 - 1002) // 100, so band p is 30000 - 289p downwards
 and adding, changing or removing an ANP never moves another priority's ACLs."""
 DIRECTIONS: tuple[Direction, ...] = ("Ingress", "Egress")
@@ -100,12 +101,12 @@ class _Admin:
         pods = s.pod_selector
         return [
             m
-            for n in self._namespaces(s.namespace_selector)
+            for n in self.namespaces(s.namespace_selector)
             for m in self.world.by_ns.get(n, ())
             if pods is None or pods.matches(m.labels)
         ]
 
-    def _namespaces(self, sel: Selector | None) -> list[str]:
+    def namespaces(self, sel: Selector | None) -> list[str]:
         return [n for n, lab in self.world.ns_labels.items() if sel is None or sel.matches(lab)]
 
     def peer_pods(self, peer: AdminPeer) -> list[Member]:
@@ -114,7 +115,7 @@ class _Admin:
         sel = peer.pod_selector
         return [
             m
-            for n in self._namespaces(peer.namespace_selector)
+            for n in self.namespaces(peer.namespace_selector)
             for m in self.world.by_ns.get(n, ())
             if sel is None or sel.matches(m.labels)
         ]
@@ -148,11 +149,12 @@ class _Admin:
                 a4, a6 = self.peer_addresses(peer)
                 v4 |= a4
                 v6 |= a6
-            out.sets.append(AddressSet(f"{tag}_v4", "", frozenset(v4)))
-            terms.append(f"ip4.{side} == ${tag}_v4")
+            shared = peers_set(rule.peers)  # one set per distinct peer list, whatever ANP names it
+            out.sets.append(AddressSet(f"{shared}_v4", PEERS_OWNER, frozenset(v4)))
+            terms.append(f"ip4.{side} == ${shared}_v4")
             if v6:
-                out.sets.append(AddressSet(f"{tag}_v6", "", frozenset(v6)))
-                terms.append(f"ip6.{side} == ${tag}_v6")
+                out.sets.append(AddressSet(f"{shared}_v6", PEERS_OWNER, frozenset(v6)))
+                terms.append(f"ip6.{side} == ${shared}_v6")
         peers = _any(terms) if terms else "ip"
         targets = selected if d == "Ingress" else [m for p in rule.peers for m in self.peer_pods(p)]
         port_terms: list[str] = []
@@ -169,6 +171,12 @@ class _Admin:
         parts = [port_side, peers] + ([_any(port_terms)] if port_terms else [])
         out.match = " && ".join(parts)
         return out
+
+
+def peers_set(peers: tuple[AdminPeer, ...]) -> str:
+    """The address set of a rule's peers, named by the peers themselves: the "every project" peer of a
+    hundred project ANPs is one set, and its members change in place."""
+    return ident("pn_anp_peers", repr(peers))
 
 
 def _resolve(world: _World, name: str, targets: Sequence[Member]) -> dict[tuple[str, int], set[str]]:
@@ -216,6 +224,7 @@ class AdminCache:
 
     def __init__(self) -> None:
         self.world: tuple[object, ...] = ()
+        self.subjects: dict[object, tuple[str, ...]] = {}
         self.entries: dict[tuple[object, ...], tuple[PortGroup, list[AddressSet], dict[Direction, int]]] = {}
 
 
@@ -245,7 +254,7 @@ def translate_admin(
     cache = cache or AdminCache()
     world = _world_key(members, namespaces, nodes)
     if cache.world != world:
-        cache.world, cache.entries = world, {}
+        cache.world, cache.entries, cache.subjects = world, {}, {}
     outcomes: dict[str, Outcome] = {}
     banp = next((p for p in policies if p.baseline), None)
     banp_rules: dict[Direction, list[Acl]] = {"Ingress": [], "Egress": []}
@@ -253,11 +262,7 @@ def translate_admin(
         banp_rules = _baseline(out, admin, banp, prio)
         outcomes[banp.key] = _ready(banp, sum(len(v) for v in banp_rules.values()))
     np_layers = _np_layers(out, prio)
-    layers_key = (
-        tuple(banp_rules["Ingress"]),
-        tuple(banp_rules["Egress"]),
-        frozenset((k, tuple(sorted(v, key=str))) for k, v in np_layers.items()),
-    )
+    banp_key = (tuple(banp_rules["Ingress"]), tuple(banp_rules["Egress"]))
     anps = sorted((p for p in policies if not p.baseline), key=lambda p: (p.priority or 0, p.name))
     by_priority: dict[int, list[str]] = defaultdict(list)
     for p in anps:
@@ -274,7 +279,7 @@ def translate_admin(
             )
             continue
         passes = any(r.action == "Pass" for d in DIRECTIONS for r in p.rules(d))
-        key = (p, layers_key if passes else None)
+        key = (p, _layers_key(admin, cache, p, np_layers, banp_key) if passes else None)
         hit = cache.entries.get(key) or _anp(admin, p, ANP_TOP - p.priority * STRIDE, banp_rules, np_layers)
         used_entries[key] = hit
         pg, sets, used = hit
@@ -303,6 +308,24 @@ def translate_admin(
     return outcomes
 
 
+def _layers_key(
+    admin: _Admin,
+    cache: AdminCache,
+    p: AdminPolicy,
+    np_layers: Mapping[tuple[str, str], list[tuple[int, Acl]]],
+    banp_key: object,
+) -> object:
+    """What a Pass slot of `p` copies: the BANP and the NetworkPolicy ACLs of its subject's namespaces."""
+    spaces = cache.subjects.get(p.subject)
+    if spaces is None:
+        spaces = cache.subjects[p.subject] = tuple(admin.namespaces(p.subject.namespace_selector))
+    return banp_key, tuple(
+        (ns, d, tuple(sorted(np_layers.get((ns, d), ()), key=str)))
+        for ns in spaces
+        for d in ("to-lport", "from-lport")
+    )
+
+
 def _ready(p: AdminPolicy, acls: int) -> Outcome:
     if p.unsupported:
         return Outcome(
@@ -322,7 +345,7 @@ def _baseline(out: Desired, admin: _Admin, p: AdminPolicy, prio: Priorities) -> 
         for i, rule in enumerate(p.rules(d)):
             tag = f"{name}_{'in' if d == 'Ingress' else 'eg'}{i}"
             c = admin.compile(tag, side, d, rule, selected)
-            out.address_sets.update((s.name, AddressSet(s.name, p.key, s.addresses)) for s in c.sets)
+            out.address_sets.update((s.name, _owned(s, p)) for s in c.sets)
             if c.match is not None:
                 acls[d].append(
                     Acl(
@@ -339,6 +362,10 @@ def _baseline(out: Desired, admin: _Admin, p: AdminPolicy, prio: Priorities) -> 
     )
     out.port_groups[name] = pg
     return acls
+
+
+def _owned(s: AddressSet, p: AdminPolicy) -> AddressSet:
+    return s if s.owner else AddressSet(s.name, p.key, s.addresses)
 
 
 def _ref(p: AdminPolicy, d: Direction, i: int, rule: AdminRule) -> str:
@@ -365,7 +392,7 @@ def _anp(
         for i, rule in enumerate(p.rules(d)):
             tag = f"{name}_{'in' if d == 'Ingress' else 'eg'}{i}"
             c = admin.compile(tag, side, d, rule, selected)
-            sets += [AddressSet(s.name, p.key, s.addresses) for s in c.sets]
+            sets += [_owned(s, p) for s in c.sets]
             top, ref = band_top - used[d], _ref(p, d, i, rule)
             if rule.action != "Pass":
                 used[d] += 1

@@ -12,6 +12,7 @@ from controllers.netpol.admin_translate import (
     AdminCache,
     NodeInfo,
     admin_group,
+    peers_set,
     translate_admin,
 )
 from controllers.netpol.adminpolicy import parse_admin
@@ -148,11 +149,11 @@ def test_peers_and_ports_go_into_address_sets() -> None:
     )
     d, out = run(p)
     (acl,) = acls(d, "anp:peers")
-    tag = f"{admin_group('anp:peers')}_eg0"
-    assert d.address_sets[f"{tag}_v4"].addresses == {"192.168.50.1", "203.0.113.0/24", "10.0.3.2"}
-    assert d.address_sets[f"{tag}_v6"].addresses == {"2001:db8::/64"}
+    tag, shared = f"{admin_group('anp:peers')}_eg0", peers_set(p.egress[0].peers)
+    assert d.address_sets[f"{shared}_v4"].addresses == {"192.168.50.1", "203.0.113.0/24", "10.0.3.2"}
+    assert d.address_sets[f"{shared}_v6"].addresses == {"2001:db8::/64"}
     assert d.address_sets[f"{tag}_p2_udp53"].addresses == {"10.0.3.2"}
-    peers = f"(ip4.dst == ${tag}_v4 || ip6.dst == ${tag}_v6)"
+    peers = f"(ip4.dst == ${shared}_v4 || ip6.dst == ${shared}_v6)"
     named = f"(ip4.dst == ${tag}_p2_udp53 && udp.dst == 53)"
     ports = f"((udp.dst >= 5000 && udp.dst <= 5010) || sctp.dst == 9 || {named})"
     assert acl.match == f"inport == @{admin_group('anp:peers')} && {peers} && {ports}"
@@ -180,17 +181,15 @@ def test_priority_above_99_and_domain_names_are_reported() -> None:
     assert admin_group("anp:high") not in d.port_groups
     assert not out["anp:dns"].ready and "domainNames" in out["anp:dns"].message
     (_acl,) = acls(d, "anp:dns")  # fail closed for Allow: an empty set, matches nothing
-    assert d.address_sets[f"{admin_group('anp:dns')}_eg0_v4"].addresses == frozenset()
+    assert d.address_sets[f"{peers_set(dns.egress[0].peers)}_v4"].addresses == frozenset()
 
 
 def test_a_peer_field_this_api_has_not_fails_closed() -> None:
     unknown = [{"networks": ["10.0.0.0/8"]}]  # an ingress `networks` peer: not in v1alpha1
-    d, out = run(
-        anp("deny", 1, ingress=[{"action": "Deny", "from": unknown}]),
-        anp("allow", 2, ingress=[{"action": "Allow", "from": unknown}]),
-    )
+    allow = anp("allow", 2, ingress=[{"action": "Allow", "from": unknown}])
+    d, out = run(anp("deny", 1, ingress=[{"action": "Deny", "from": unknown}]), allow)
     assert [a.match for a in acls(d, "anp:deny")] == [f"outport == @{admin_group('anp:deny')} && ip"]
-    assert d.address_sets[f"{admin_group('anp:allow')}_in0_v4"].addresses == frozenset()
+    assert d.address_sets[f"{peers_set(allow.ingress[0].peers)}_v4"].addresses == frozenset()
     assert not out["anp:deny"].ready and "spec.ingress[0].from[0].networks" in out["anp:deny"].message
 
 
