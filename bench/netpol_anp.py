@@ -37,7 +37,9 @@ def anp_bench(
     rounds: int,
     nbctl: Any,
     pod: Any,
+    floor_times: Any,
 ) -> None:
+    """`nbctl`, `pod`, `floor_times`: bench_netpol's (passed in: it imports this module)."""
     cmds: list[str] = []
     for i in range(EXTRA_NAMESPACES):
         ns = f"bnsa{i}"
@@ -111,7 +113,7 @@ def anp_bench(
     for _ in range(rounds):
         created.append(_enforce(reconciler, probe, lambda: anps.upsert(deny), False, reconciles))
         deleted.append(_enforce(reconciler, probe, lambda: anps.remove("bench-deny"), True, reconciles))
-    floor = _floor(node, rounds, nbctl)
+    floor = floor_times(node, "npbench_anp_floor")
     print(f"ANP created -> first refused connection: {fmt(created)}   target p99 < {TARGET_P99_MS:.0f} ms")
     print(f"ANP deleted -> first allowed connection: {fmt(deleted)}")
     print(f"  of which the reconcile (parse, translate, one NB transaction): {fmt(reconciles)}")
@@ -131,14 +133,3 @@ def _enforce(
     asyncio.run(reconciler.reconcile("cluster"))
     reconciles.append((time.perf_counter() - t0) * 1000)
     return float((probe.until(want) - t0) * 1000)
-
-
-def _floor(node: Node, rounds: int, nbctl: Any) -> list[float]:
-    nbctl(node, "create", "Address_Set", "name=npbench_anp_floor")
-    times = []
-    for i in range(rounds):
-        t0 = time.perf_counter()
-        nbctl(node, "--wait=hv", "add", "Address_Set", "npbench_anp_floor", "addresses", f"192.0.2.{i + 1}")
-        times.append((time.perf_counter() - t0) * 1000)
-    nbctl(node, "destroy", "Address_Set", "npbench_anp_floor")
-    return times
