@@ -6,7 +6,8 @@ netns through the CNI: a client and a TCP echo target. The reconciler is the con
 (NetpolReconciler: parse, join pods to ports, translate, one NB transaction) on in-memory caches;
 enforcement is measured from the start of the reconcile to the start of the client's first
 refused connection (50 ms probes). Then the same end to end (bench/netpol_e2e.py): the
-netpol-controller app on the Kubernetes API double, from the API write to the first refusal.
+netpol-controller app on the Kubernetes API double, from the API write to the first refusal. Then
+AdminNetworkPolicy at 100 namespaces (bench/netpol_anp.py).
 
     flock /tmp/k8shost-ovn.lock make bench BENCH=netpol
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_cni import fmt, pct
+from bench.netpol_anp import anp_bench
 from bench.netpol_e2e import Inputs, end_to_end
 from controllers.machinery import Store
 from controllers.netpol.ovn_apply import PolicyNorthbound
@@ -164,6 +166,9 @@ def run(tmp: Path, node: Node) -> None:
         scale = [p for p in policies.list() if p["metadata"]["namespace"] != "npbench"]
         ips = {"npbench/client": client[1], "npbench/target": target[1]}
         end_to_end(tmp, Inputs(node, pods, namespaces, scale, ips, probe, ROUNDS))
+        anp_bench(
+            node, nb, policies, pods, namespaces, probe, ROUNDS, nbctl, pod, floor_times
+        )  # 100 namespaces
         servers.close()
     finally:
         nb.close()
@@ -259,15 +264,20 @@ def relabel(pods: Store, role: str) -> None:
     pods.upsert({**obj, "metadata": {**obj["metadata"], "labels": {"role": role}}})
 
 
-def floor(node: Node) -> None:
-    """OVN alone: one address-set change committed with --wait=hv (northd + ovn-controller)."""
-    nbctl(node, "create", "Address_Set", "name=npbench_floor")
+def floor_times(node: Node, name: str = "npbench_floor") -> list[float]:
+    """OVN alone: one address-set change committed with --wait=hv (northd + ovn-controller), ROUNDS times."""
+    nbctl(node, "create", "Address_Set", f"name={name}")
     times = []
     for i in range(ROUNDS):
         t0 = time.perf_counter()
-        nbctl(node, "--wait=hv", "add", "Address_Set", "npbench_floor", "addresses", f"192.0.2.{i + 1}")
+        nbctl(node, "--wait=hv", "add", "Address_Set", name, "addresses", f"192.0.2.{i + 1}")
         times.append((time.perf_counter() - t0) * 1000)
-    nbctl(node, "destroy", "Address_Set", "npbench_floor")
+    nbctl(node, "destroy", "Address_Set", name)
+    return times
+
+
+def floor(node: Node) -> None:
+    times = floor_times(node)
     print(f"floor: one NB change until every chassis reported it applied (ovn-nbctl --wait=hv): {fmt(times)}")
     print(
         f"  (~{statistics.median(times):.0f} ms of each enforcement figure is OVN's own propagation; the "

@@ -18,11 +18,13 @@ certificate for node `sandbox-kubelet` at 127.0.0.1) for a kubelet API the sandb
 
 `audit_log=True` makes it write every request to `<run>/kubeapi/audit.log` as kube-apiserver's
 `--audit-log-path` does (node.env: KUBE_AUDIT_LOG; read it with nodeenv/kubeapi/auditlog.py).
+The AdminNetworkPolicy CRDs of daemonsets/policy/ are installed once it answers.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +39,17 @@ KUBELET_NODE = "sandbox-kubelet"
 def kubelet_pki_dir(admin_kubeconfig: Path) -> Path:
     """Where the component made the kubelet PKI: beside the admin kubeconfig it wrote."""
     return admin_kubeconfig.parent / "kubelet-pki"
+
+
+POLICY_CRDS = Path(__file__).parents[1] / "daemonsets" / "policy"
+
+
+def install_policy_crds(kubeconfig: Path) -> None:
+    """The AdminNetworkPolicy/BaselineAdminNetworkPolicy CRDs, as `kubectl apply -k daemonsets/...` installs
+    them on a cluster (netpol-controller enforces ANPs only when the API serves them)."""
+    files = [a for f in sorted(POLICY_CRDS.glob("policy.networking.k8s.io_*.yaml")) for a in ("-f", str(f))]
+    subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "create", *files], check=True,
+                   capture_output=True, timeout=60)  # fmt: skip
 
 
 class KubeApiComponent:
@@ -81,6 +94,7 @@ class KubeApiComponent:
             out["KUBE_AUDIT_LOG"] = str(kdir / "audit.log")
         for also in info.get("also", [])[:1]:
             out |= {"NODES_KUBECONFIG": also["kubeconfig"], "NODES_KUBE_API_URL": also["url"]}
+        install_policy_crds(Path(info["kubeconfig"]))
         return out
 
     def cleanup(self, node: Node) -> None:

@@ -26,6 +26,7 @@ from ovnaccess.connection import OvsdbIdl, connect
 log = logging.getLogger(__name__)
 
 K_OWNER, K_KEY, K_TYPES = "k8shost.netpol.owner", "k8shost.netpol.key", "k8shost.netpol.types"
+K_REF = "k8shost.netpol.ref"
 OWNER = "netpol-controller"
 TABLES = {
     "Port_Group": ["name", "ports", "acls", "external_ids"],
@@ -109,7 +110,7 @@ def _ours(api: Any, table: str) -> dict[str, Any]:
 
 def _acl_key(row: Any) -> Acl:
     after = dict(row.options).get("apply-after-lb") == "true"
-    return Acl(row.direction, row.priority, row.match, row.action, after)
+    return Acl(row.direction, row.priority, row.match, row.action, after, row.external_ids.get(K_REF, ""))
 
 
 @dataclass
@@ -209,7 +210,7 @@ class _Apply(Command):  # type: ignore[misc]
             acl.action,
         )
         row.options = {"apply-after-lb": "true"} if acl.after_lb else {}
-        row.external_ids = {K_OWNER: OWNER, K_KEY: owner}
+        row.external_ids = {K_OWNER: OWNER, K_KEY: owner, **({K_REF: acl.ref} if acl.ref else {})}
         return row
 
     def _lsp(self, name: str) -> Any:

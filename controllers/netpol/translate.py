@@ -50,6 +50,8 @@ class Acl:
     match: str
     action: str
     after_lb: bool = False
+    ref: str = ""
+    """The admin policy rule it comes from (external_ids k8shost.netpol.ref): anp:NAME/ingress/0/Deny/RULE."""
 
 
 @dataclass(frozen=True, slots=True)

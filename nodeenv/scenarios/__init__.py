@@ -2,6 +2,7 @@
 
 from nodeenv.scenarios import (
     admin_kubectl,
+    admin_policy,
     cni,
     csi,
     dataplane,
@@ -28,6 +29,7 @@ from nodeenv.scenarios import (
 
 SCENARIOS = (
     ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    admin_policy,  # after tenancy, on its pods: projects isolated by the platform's ANPs
     escapes, tenant_data, pod_security,
     metrics,  # every daemon's /metrics: the catalogue's names, tunnels, a pod's ADD counted
     admin_kubectl,  # kubectl create deployment as protobuf, default ServiceAccounts, APIServices
