@@ -1,0 +1,100 @@
+"""One pass of the workload controllers over the cluster: the Deployments (ReplicaSets), the
+ReplicaSets (Pods), the DaemonSets and StatefulSets (Pods, ControllerRevisions), each plan applied
+through the API; and the garbage collector's part for these kinds: Pods, ReplicaSets and
+ControllerRevisions whose controller (a ReplicaSet, Deployment, DaemonSet or StatefulSet) is gone
+are deleted, as the background cascade does (the API double has no garbage collector).
+
+A write refused with 404 or 409 (the object changed or went meanwhile) is left to the next pass,
+as a controller requeues; before a namespace's first Pod, its `default` ServiceAccount and
+`kube-root-ca.crt` (`on_pod`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from nodeenv.kubelet.apiclient import ApiError, KubeClient
+from nodeenv.kubelet.rollout import daemonsets, deployments, replicasets, statefulsets
+from nodeenv.kubelet.rollout.plan import (
+    APPS,
+    CORE,
+    PODS,
+    REPLICASETS,
+    REVISIONS,
+    Obj,
+    Plan,
+    owned,
+)
+
+log = logging.getLogger(__name__)
+OWNER_KINDS = ("ReplicaSet", "Deployment", "DaemonSet", "StatefulSet")
+
+
+def _path(res: tuple[str, str], ns: str, name: str = "") -> str:
+    return f"{res[0]}/namespaces/{ns}/{res[1]}" + (f"/{name}" if name else "")
+
+
+def apply(client: KubeClient, plan: Plan, on_pod: Callable[[str], None]) -> list[Obj]:
+    """The plan's writes; answers the objects created."""
+    made: list[Obj] = []
+    steps: list[tuple[str, str, Obj | None, str]] = []
+    for res, ns, obj in plan.creates:
+        if res == PODS:
+            on_pod(ns)
+        steps.append(("POST", _path(res, ns), obj, "application/json"))
+    for res, ns, name, patch in plan.patches:
+        steps.append(("PATCH", _path(res, ns, name), patch, "application/merge-patch+json"))
+    for res, ns, name in plan.deletes:
+        steps.append(("DELETE", _path(res, ns, name), None, "application/json"))
+    for res, ns, name, status in plan.statuses:
+        steps.append(
+            ("PATCH", _path(res, ns, name) + "/status", {"status": status}, "application/merge-patch+json")
+        )
+    for method, path, body, ctype in steps:
+        try:
+            reply = client.request(method, path, body, ctype)
+        except ApiError as e:
+            if e.code not in (404, 409):
+                raise
+            log.info("%s %s: %s (next pass)", method, path, e)
+            continue
+        if method == "POST":
+            made.append(reply)
+    return made
+
+
+def _orphans(objs: list[Obj], owners: set[str]) -> list[Obj]:
+    out = []
+    for o in objs:
+        refs = [r for r in o["metadata"].get("ownerReferences") or [] if r.get("controller")]
+        if refs and refs[0].get("kind") in OWNER_KINDS and refs[0].get("uid") not in owners:
+            out.append(o)
+    return out
+
+
+def sync(client: KubeClient, nodes: list[Obj], on_pod: Callable[[str], None]) -> None:
+    # dependents before their owners: an owner made between the two lists is not missed
+    pods = client.list(CORE, "pods")
+    revs = client.list(*REVISIONS)
+    rss = client.list(*REPLICASETS)
+    deploys = client.list(APPS, "deployments")
+    dss, stss = client.list(APPS, "daemonsets"), client.list(APPS, "statefulsets")
+    plan = Plan()
+    for d in deploys:
+        deployments.reconcile(d, owned(rss, d), plan)
+    apply(client, plan, on_pod)
+    rss = client.list(*REPLICASETS)
+    plan = Plan()
+    for rs in rss:
+        replicasets.reconcile(rs, owned(pods, rs), plan)
+    for ds in dss:
+        daemonsets.reconcile(ds, nodes, owned(pods, ds), owned(revs, ds), plan)
+    for sts in stss:
+        statefulsets.reconcile(sts, owned(pods, sts), owned(revs, sts), plan)
+    owners = {o["metadata"]["uid"] for o in rss + deploys + dss + stss}
+    for res, objs in ((PODS, pods), (REPLICASETS, rss), (REVISIONS, revs)):
+        for o in _orphans(objs, owners):
+            log.info("%s %s/%s: its controller is gone: deleting it", res[1], o["metadata"]["namespace"],
+                     o["metadata"]["name"])  # fmt: skip
+            plan.delete(res, o)
+    apply(client, plan, on_pod)
