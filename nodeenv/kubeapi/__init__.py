@@ -24,7 +24,8 @@ says what is faithful and what is simplified:
   strategies.py   per-kind defaults/validation dispatch          workloads.py  apps/v1, batch/v1 rules
   podtemplate.py  pod template defaults and rules                storagekinds.py storage.k8s.io rules
   crds.py         CRDs: rules, status, the kinds they serve      crschema.py   custom resources vs schema
-  openapiv2pb.py  /openapi/v2 as protobuf (kubectl's fallback)
+  openapiv2pb.py  /openapi/v2 as protobuf (kubectl's fallback)  protobuf_json.py protobuf -> JSON form
+  serviceaccounts.py  default ServiceAccounts   apiservices.py  APIServices   replicationcontrollers.py
   state.py        settings (ApiConfig), faults                   server.py     HTTPS server, threaded runner
   devpki.py       dev serving cert, kubeconfigs                  __main__.py   the daemon
 

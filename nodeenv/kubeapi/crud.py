@@ -20,7 +20,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from nodeenv.kubeapi import admission, crds
+from nodeenv.kubeapi import admission, apiservices, crds, serviceaccounts
 from nodeenv.kubeapi.admissionpolicy import Policies
 from nodeenv.kubeapi.defaults import apply_defaults
 from nodeenv.kubeapi.errors import (
@@ -33,6 +33,7 @@ from nodeenv.kubeapi.errors import (
     conflict,
     not_found,
 )
+from nodeenv.kubeapi.eventttl import EventLeases
 from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.objects import Obj, now_rfc3339, prepare_create, prepare_update
 from nodeenv.kubeapi.paging import Page, Snapshots, paginate
@@ -66,8 +67,10 @@ class Resources:
         *,
         quotas: bool = False,
         pod_security: PodSecurityConfig | None = None,
+        event_ttl: float = 3600.0,
     ) -> None:
         self.store, self.registry = store, registry
+        self.event_leases = EventLeases(event_ttl)
         self.quotas = Quotas(store, registry) if quotas else None
         self.policies: Policies | None = Policies(store, registry)
         self.snapshots = Snapshots()
@@ -86,7 +89,8 @@ class Resources:
         return kind
 
     def bootstrap(self) -> None:
-        """What a fresh kube-apiserver has: the four namespaces and the `kubernetes` Service."""
+        """What a fresh kube-apiserver has: the four namespaces (each with its default ServiceAccount),
+        the `kubernetes` Service and the APIServices of its groups."""
         for ns in START_NAMESPACES:
             self.create(self.namespaces, "", {"metadata": {"name": ns}})
         ip = self.services.ips.nth(1)
@@ -98,6 +102,7 @@ class Resources:
             "spec": {"clusterIP": ip, "ports": [{"name": "https", "port": 443, "targetPort": 6443}]},
         }
         self.create(self.services.kind, "default", svc)
+        apiservices.register_builtin(self)
 
     # reads
     def get(self, kind: Kind, namespace: str, name: str) -> Obj:
@@ -139,7 +144,11 @@ class Resources:
         return stored
 
     def _on_stored(self, kind: Kind, obj: Obj) -> None:
-        """A CRD written: its custom resources are served from the next request."""
+        """A CRD written: its custom resources are served from the next request. A namespace: its
+        default ServiceAccount."""
+        serviceaccounts.on_stored(self, kind, obj)
+        apiservices.on_stored(self, kind, obj)
+        self.event_leases.on_stored(self, kind, obj)
         if (kind.group, kind.kind) == CRD:
             key = f"{obj['spec']['group']}/{obj['spec']['names']['plural']}"
             self.registry.unregister({key})
@@ -257,6 +266,9 @@ class Resources:
         gone = self.store.remove(kind, obj)
         if (kind.group, kind.kind) == CRD:
             self._crd_removed(obj)
+        serviceaccounts.on_removed(self, kind, obj)
+        apiservices.on_removed(self, kind, obj)
+        self.event_leases.on_removed(kind, obj)
         ns = obj["metadata"].get("namespace")
         if ns:
             self._refresh_quotas(ns)

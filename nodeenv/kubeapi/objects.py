@@ -38,6 +38,8 @@ def now_rfc3339() -> str:
 
 
 def _name_problem(kind: Kind, name: str) -> str | None:
+    if (kind.group, kind.kind) == ("apiregistration.k8s.io", "APIService"):
+        return None  # `<version>.<group>`, the core group's `v1.` with its trailing dot
     if kind.kind == "Namespace" or kind.kind == "Service":
         rx, limit = (_LABEL, 63) if kind.kind == "Namespace" else (_DNS1035, 63)
         what = "RFC 1123 label" if kind.kind == "Namespace" else "RFC 1035 label"

@@ -1,4 +1,5 @@
-"""The `/scale` subresource of Deployments, StatefulSets and ReplicaSets (autoscaling/v1 Scale).
+"""The `/scale` subresource of Deployments, StatefulSets, ReplicaSets and ReplicationControllers
+(autoscaling/v1 Scale).
 
 What `kubectl scale` and the clients' `*_scale` calls use: GET answers the Scale view of the
 object (spec.replicas; status.replicas and the selector as a string, as the apiserver renders
@@ -35,8 +36,15 @@ def scale_of(obj: Obj) -> Obj:
         "apiVersion": "autoscaling/v1",
         "metadata": {k: meta[k] for k in _SCALE_META if k in meta},
         "spec": {"replicas": spec.get("replicas", 1)},
-        "status": {"replicas": status.get("replicas", 0), "selector": selector_string(spec.get("selector"))},
+        "status": {"replicas": status.get("replicas", 0), "selector": selector_string(_selector(obj))},
     }
+
+
+def _selector(obj: Obj) -> Any:
+    sel = (obj.get("spec") or {}).get("selector")
+    if obj.get("kind") == "ReplicationController":  # a plain label map
+        return {"matchLabels": sel} if isinstance(sel, dict) else None
+    return sel
 
 
 def selector_string(sel: Any) -> str:

@@ -73,6 +73,7 @@ _FLAGS = (
     ("--bookmark-interval", "KUBEAPI_BOOKMARK_INTERVAL", "60", "seconds between watch BOOKMARK events"),
     ("--watch-timeout", "KUBEAPI_WATCH_TIMEOUT", "1800", "seconds a watch without timeoutSeconds lasts"),
     ("--history-limit", "KUBEAPI_HISTORY_LIMIT", "100000", "watch events kept; older versions get 410"),
+    ("--event-ttl", "KUBEAPI_EVENT_TTL", "1h", "how long an Event is kept after its last write (0: forever)"),
     (
         "--compaction-interval",
         "KUBEAPI_COMPACTION_INTERVAL",
@@ -166,6 +167,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
             token_webhook_cache_ttl=parse_duration(a.authentication_token_webhook_cache_ttl),
             token_webhook_version=a.authentication_token_webhook_version,
             pod_security=_pod_security(a.admission_control_config_file),
+            event_ttl=parse_duration(a.event_ttl),
         )
         return KubeApiSettings(
             dir=Path(a.dir),

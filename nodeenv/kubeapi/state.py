@@ -50,6 +50,8 @@ class ApiConfig:
     """--authentication-token-webhook-version"""
     pod_security: PodSecurityConfig = field(default_factory=PodSecurityConfig)
     """The PodSecurity admission plugin's defaults and exemptions (default: privileged, none)."""
+    event_ttl: float = 3600.0
+    """--event-ttl, seconds: an Event not written for this long is deleted (eventttl.py; 0: never)."""
 
 
 @dataclass(kw_only=True)
@@ -106,6 +108,7 @@ class ApiState:
             self.config.service_cidr,
             quotas=self.config.enforce_quota,
             pod_security=self.config.pod_security,
+            event_ttl=self.config.event_ttl,
         )
         self.resources.bootstrap()
         if self.config.enforce_rbac:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodeenv.kubeapi import crds, crschema, storagekinds, volumekinds, workloads
+from nodeenv.kubeapi import crds, crschema, replicationcontrollers, storagekinds, volumekinds, workloads
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.validation import endpoint_slice_causes, metadata_causes
 
@@ -45,6 +45,8 @@ def normalize(kind: Kind, obj: Obj) -> Obj:
         volumekinds.apply_defaults(kind.kind, obj)
     elif (kind.group, kind.kind) == CRD:
         crds.apply_defaults(obj)
+    elif (kind.group, kind.kind) == replicationcontrollers.KIND:
+        replicationcontrollers.apply_defaults(obj)
     return obj
 
 
@@ -56,6 +58,8 @@ def prepare_create(kind: Kind, obj: Obj) -> None:
         storagekinds.prepare_create(kind.kind, obj)
     elif _volumes(kind):
         volumekinds.prepare_create(kind.kind, obj)
+    elif (kind.group, kind.kind) == replicationcontrollers.KIND:
+        replicationcontrollers.prepare_create(obj)
 
 
 def causes(kind: Kind, obj: Obj, old: Obj | None) -> list[Cause]:
@@ -72,6 +76,8 @@ def causes(kind: Kind, obj: Obj, old: Obj | None) -> list[Cause]:
         out += volumekinds.causes(kind.kind, obj, old)
     elif (kind.group, kind.kind) == CRD:
         out += crds.causes(obj, old)
+    elif (kind.group, kind.kind) == replicationcontrollers.KIND:
+        out += replicationcontrollers.causes(obj)
     return out
 
 

@@ -59,6 +59,7 @@ TOP: dict[tuple[str, str], tuple[str, ...]] = {
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): ("subjects", "roleRef"),
     **{("apps", k): _SPEC_STATUS for k in ("DaemonSet", "Deployment", "StatefulSet", "ReplicaSet")},
     ("apps", "ControllerRevision"): ("data", "revision"),
+    ("", "ReplicationController"): _SPEC_STATUS, ("apiregistration.k8s.io", "APIService"): _SPEC_STATUS,
     ("batch", "Job"): _SPEC_STATUS, ("batch", "CronJob"): _SPEC_STATUS,
     ("storage.k8s.io", "StorageClass"): ("provisioner", "parameters", "reclaimPolicy", "mountOptions",
                                          "allowVolumeExpansion", "volumeBindingMode", "allowedTopologies"),

@@ -112,6 +112,29 @@ def _node_status(o: Obj) -> str:
     return "Ready" if ready else "NotReady"
 
 
+def _node_roles(o: Obj) -> str:
+    """The printer's findNodeRoles: `node-role.kubernetes.io/<role>` keys and `kubernetes.io/role`."""
+    roles = set()
+    for k, v in (_get(o, "metadata", "labels") or {}).items():
+        if k.startswith("node-role.kubernetes.io/") and k[len("node-role.kubernetes.io/") :]:
+            roles.add(k[len("node-role.kubernetes.io/") :])
+        elif k == "kubernetes.io/role" and v:
+            roles.add(v)
+    return ",".join(sorted(roles)) or "<none>"
+
+
+def _apiservice_service(o: Obj) -> str:
+    svc = _get(o, "spec", "service")
+    return f"{svc.get('namespace')}/{svc.get('name')}" if isinstance(svc, dict) else "Local"
+
+
+def _apiservice_available(o: Obj) -> str:
+    for c in _get(o, "status", "conditions") or []:
+        if c.get("type") == "Available":
+            return "True" if c.get("status") == "True" else f"{c.get('status')} ({c.get('reason')})"
+    return "Unknown"
+
+
 def _data_count(o: Obj) -> int:
     return len(o.get("data") or {}) + len(o.get("binaryData") or {})
 
@@ -206,7 +229,7 @@ COLUMNS: dict[str, list[Column]] = {
     "Endpoints": [_NAME, ("Endpoints", "string", _endpoints), _AGE],
     "EndpointSlice": [_NAME, ("AddressType", "string", _str("addressType")),
                       ("Ports", "string", _slice_ports), ("Endpoints", "string", _slice_endpoints), _AGE],
-    "Node": [_NAME, ("Status", "string", _node_status), ("Roles", "string", lambda o: "<none>"), _AGE,
+    "Node": [_NAME, ("Status", "string", _node_status), ("Roles", "string", _node_roles), _AGE,
              ("Version", "string", _str("status", "nodeInfo", "kubeletVersion"))],
     "ConfigMap": [_NAME, ("Data", "integer", _data_count), _AGE],
     "Secret": [_NAME, ("Type", "string", _str("type", default="Opaque")),
@@ -231,6 +254,11 @@ COLUMNS: dict[str, list[Column]] = {
     "ReplicaSet": [_NAME, ("Desired", "integer", lambda o: _get(o, "spec", "replicas") or 0),
                    ("Current", "integer", _int("replicas")), ("Ready", "integer", _int("readyReplicas")),
                    _AGE],
+    "ReplicationController": [_NAME, ("Desired", "integer", lambda o: _get(o, "spec", "replicas") or 0),
+                              ("Current", "integer", _int("replicas")),
+                              ("Ready", "integer", _int("readyReplicas")), _AGE],
+    "APIService": [_NAME, ("Service", "string", _apiservice_service),
+                   ("Available", "string", _apiservice_available), _AGE],
     "Job": [_NAME, ("Completions", "string", _completions), _AGE],
     "StorageClass": [_NAME, ("Provisioner", "string", _str("provisioner")),
                      ("ReclaimPolicy", "string", _str("reclaimPolicy")),

@@ -44,7 +44,7 @@ class _Stream:
             obj = self.views.present(self.kind, obj)
         if self.as_table and type_ not in ("ERROR", "BOOKMARK"):
             obj = tables.table(self.kind, [obj], obj["metadata"].get("resourceVersion", ""), self.query)
-        await self.resp.write(encode({"type": type_, "object": obj}) + b"\n")
+        await self.resp.write(encode({"type": type_, "object": obj}))
 
     async def bookmark(self, rv: int, annotations: dict[str, str] | None = None) -> None:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}

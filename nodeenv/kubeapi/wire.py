@@ -1,10 +1,9 @@
 """Request and response bodies: JSON (and YAML where the apiserver takes it), query parameters.
 A create/update body without Content-Type is JSON (the apiserver's first media type).
 
-Simplified: protobuf request bodies (`application/vnd.kubernetes.protobuf`, which kubectl's
-generators send) are decoded only for the kinds in protobuf.py (namespace, configmap, secret,
-serviceaccount, the self reviews); others (e.g. `kubectl create service`) get 415.
-`kubectl create -f` / `apply -f` and every JSON client work. Responses are always JSON.
+Protobuf request bodies (`application/vnd.kubernetes.protobuf`, which kubectl's typed commands
+send) are decoded for the built-in kinds (protobuf.py); custom resources get 415. Responses are
+always JSON, as Go's json.Encoder writes it (byte-equal Status bodies, ending in a newline).
 Not modelled: schema validation below the top level and metadata — unknown or mistyped fields
 there are stored as sent (strict.py checks the top level and metadata).
 """
@@ -28,8 +27,13 @@ ACCEPTED = "application/json, application/yaml"
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
+_GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                             "\u2028": "\\u2028", "\u2029": "\\u2029"})  # fmt: skip
+
+
 def encode(obj: Any) -> bytes:
-    return _dumps(obj).encode()
+    """kube-apiserver's JSON: Go's json.Encoder, compact, HTML-safe escapes, ending in a newline."""
+    return (_dumps(obj).translate(_GO_ESCAPES) + "\n").encode()
 
 
 def respond(obj: Any, status: int = 200) -> web.Response:

@@ -46,7 +46,10 @@ from nodeenv.kubelet.runner import RUNNER_LABEL
 
 SERVERS = 3
 """Nodes 1..3 are k3s servers (control-plane), any further ones agents."""
-SERVER_LABELS = "node-role.kubernetes.io/control-plane=true,node-role.kubernetes.io/master=true"
+SERVER_LABELS = (  # what k3s labels an HA server with (embedded etcd): ROLES control-plane,etcd,master
+    "node-role.kubernetes.io/control-plane=true,node-role.kubernetes.io/etcd=true,"
+    "node-role.kubernetes.io/master=true"
+)
 
 
 def boot_nodes(s: BootSettings) -> BootNodes:

@@ -55,8 +55,9 @@ _FLAGS = (  # flag, env, default, help
     ("--netns", "K8SHOST_NODE_NETNS", "",
      "run: the node's network namespace (/run/netns/NAME), entered at start: its pods' host network, "
      "where probes and CNI calls go from (none: this one)"),
-    ("--node-labels", "K8SHOST_NODE_LABELS", "node-role.kubernetes.io/control-plane=true",
-     "run: the Node's labels, k=v,... (kubelet's --node-labels; a k3s server's by default)"),
+    ("--node-labels", "K8SHOST_NODE_LABELS",
+     "node-role.kubernetes.io/control-plane=true,node-role.kubernetes.io/master=true",
+     "run: the Node's labels, k=v,... (kubelet's --node-labels; a single k3s server's by default)"),
     ("--controllers", "K8SHOST_RUN_CONTROLLERS", "true",
      "run: also play kube-controller-manager and the scheduler (true/false; one runner of a cluster)"),
     ("--read-only-port", "K8SHOST_READ_ONLY_PORT", "0",

@@ -24,6 +24,7 @@ from typing import Any
 from nodeenv.kubelet import dns, endpoints, rootdir, workloads
 from nodeenv.kubelet.apiclient import ApiError, KubeClient, register_node
 from nodeenv.kubelet.envvars import ConfigError, PodContext, container_env
+from nodeenv.kubelet.events import NORMAL, WARNING, KubeletEvents
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
@@ -55,9 +56,12 @@ class RunnerSettings:
     """The node's /etc/hosts entries, given to host-network pods."""
     period: float = 1.0
     labels: Mapping[str, str] = field(
-        default_factory=lambda: {"node-role.kubernetes.io/control-plane": "true"}
+        default_factory=lambda: {
+            "node-role.kubernetes.io/control-plane": "true",
+            "node-role.kubernetes.io/master": "true",
+        }
     )
-    """The Node's labels; a k3s server's by default."""
+    """The Node's labels; a single k3s server's by default."""
     cni: CniConfig | None = None
     """The node's CNI conf dir and plugin dirs (containerd's conf_dir/bin_dir); None: no pod network."""
     sandbox_retry: float = 5.0
@@ -147,6 +151,15 @@ class PodRuntime:
             return self.runner.settings.node_ip
         return self.sandbox.ip if self.sandbox else ""
 
+    def event(self, type_: str, reason: str, message: str, container: str = "") -> None:
+        self.runner.events.pod(self.pod, type_, reason, message, container)
+
+    def _started_events(self, c: Obj) -> None:
+        """What kubelet records for a container it started (the image is always local here)."""
+        self.event(NORMAL, "Pulled", f'Container image "{c["image"]}" already present on machine', c["name"])
+        self.event(NORMAL, "Created", f"Created container: {c['name']}", c["name"])
+        self.event(NORMAL, "Started", f"Started container {c['name']}", c["name"])
+
     def report(self, state: ContainerState, reason: str, message: str) -> None:
         if state.state.get("waiting", {}).get("reason") != reason:
             log.warning("pod %s container %s: %s: %s", self.key, state.name, reason, message)
@@ -169,6 +182,9 @@ class PodRuntime:
         except (ConfigError, ApiError) as e:
             for st in self.init + self.main:
                 self.report(st, getattr(e, "reason", "CreateContainerConfigError"), str(e))
+            made = self.volumes.made
+            vol = next((v["name"] for v in spec.get("volumes") or [] if v["name"] not in made), "")
+            self.event(WARNING, "FailedMount", f'MountVolume.SetUp failed for volume "{vol}" : {e}')
             return
         self.write_resolv_conf()
         for c, st in zip(spec.get("initContainers") or [], self.init, strict=True):
@@ -236,6 +252,7 @@ class PodRuntime:
             return False
         self.runner.podman("rm", "-f", self.cname(c["name"]))
         st.state = {"running": {"startedAt": now()}}
+        self._started_events(c)
         proc = self.runner.podman(*built[0], extra_env=built[1], timeout=600)
         if proc.returncode:
             reason, msg = (
@@ -253,6 +270,8 @@ class PodRuntime:
 
     def start(self, c: Obj, st: ContainerState) -> None:
         if stand_ins.start(self, c, st):
+            if "running" in st.state:
+                self._started_events(c)
             return
         built = self._args(c, st, detach=True)
         if built is None:
@@ -262,7 +281,9 @@ class PodRuntime:
         if proc.returncode:
             reason, msg = _reason(proc.stderr)
             self.report(st, reason, msg)
+            self.event(WARNING, "Failed", f"Error: {reason}: {msg}", c["name"])
             return
+        self._started_events(c)
         st.container_id = proc.stdout.strip()
         st.state = {"running": {"startedAt": now()}}
         t = time.monotonic()
@@ -301,6 +322,11 @@ class PodRuntime:
             return
         delay = min(10 * 2 ** (st.restarts - 1), 300)  # kubelet's back-off: 10 s doubling, 5 min cap
         self.report(st, reason, f"back-off {delay}s restarting failed container {st.name} in pod {self.key}")
+        m = self.pod["metadata"]
+        pod = f"{m['name']}_{m['namespace']}({m['uid']})"  # kubelet's format.Pod
+        self.event(
+            WARNING, "BackOff", f"Back-off restarting failed container {st.name} in pod {pod}", st.name
+        )
         self.backoff[c["name"]] = time.monotonic() + delay
 
     def run_probes(self, c: Obj, st: ContainerState) -> None:
@@ -320,6 +346,7 @@ class PodRuntime:
             if not ok:
                 log.warning("pod %s container %s: Unhealthy: %s probe failed: %s",
                             self.key, st.name, LABEL[tracker.kind], reason)  # fmt: skip
+                self.event(WARNING, "Unhealthy", f"{LABEL[tracker.kind]} probe failed: {reason}", st.name)
             crossed = tracker.record(time.monotonic(), ok, reason)
             if tracker.kind == "readinessProbe" and crossed is not None:
                 st.ready = crossed
@@ -329,6 +356,8 @@ class PodRuntime:
             elif crossed is False:  # liveness or startup failed: kubelet kills and restarts it
                 log.warning("pod %s container %s failed %s probe, will be restarted", self.key, st.name,
                             LABEL[tracker.kind].lower())  # fmt: skip
+                why = f"Container {st.name} failed {LABEL[tracker.kind].lower()} probe, will be restarted"
+                self.event(NORMAL, "Killing", why, st.name)
                 self.runner.podman("rm", "-f", "-t", "1", name)
                 st.last_state = {"terminated": {"exitCode": 137, "reason": "Error"}}
                 self.restart(c, st, "CrashLoopBackOff")
@@ -341,6 +370,9 @@ class PodRuntime:
 
     def stop(self) -> None:
         """Containers removed, then the sandbox: CNI DEL and its netns deleted."""
+        for c, st in zip(self.pod["spec"]["containers"], self.main, strict=False):
+            if "running" in st.state:
+                self.event(NORMAL, "Killing", f"Stopping container {c['name']}", c["name"])
         for c in self.pod["spec"].get("initContainers", []) + self.pod["spec"]["containers"]:
             self.runner.podman("rm", "-f", "-t", "2", self.cname(c["name"]))
         for proc in self.standins.values():
@@ -362,6 +394,7 @@ class Runner:
     ) -> None:
         self.settings, self.client = settings, client
         self.podman = Podman(settings.podman_env)
+        self.events = KubeletEvents(client, settings.node_name)
         self.tokens: TokenSource = tokens or self.request_token
         self.runner_id = settings.node_name
         self.pods: dict[str, PodRuntime] = {}
@@ -406,6 +439,7 @@ class Runner:
         gone = {p["metadata"]["uid"] for p in mine}
         for uid in [u for u in self.pods if u not in gone]:
             log.info("pod %s deleted: stopping it", self.pods[uid].key)
+            self.events.forget(uid)
             self._pool.submit(self.pods.pop(uid).stop)
         states = self.podman.states(self.runner_id)
         for rt in list(self.pods.values()):

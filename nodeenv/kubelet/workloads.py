@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from nodeenv.kubelet.apiclient import KubeClient
+from nodeenv.kubelet.events import SchedulerEvents
 from nodeenv.kubelet.rollout import sync as rollout
 from nodeenv.kubelet.scheduler import Cluster
 from nodeenv.kubelet.status import unschedulable
@@ -45,7 +46,7 @@ def sync(client: KubeClient) -> None:
 def schedule(client: KubeClient, nodes: list[Obj], pods: list[Obj]) -> None:
     """kube-scheduler's pass: each Pod without a Node (oldest first) bound through the `binding`
     subresource, or its PodScheduled condition set to Unschedulable with the reason."""
-    cluster = Cluster.of(nodes, pods)
+    cluster, events = Cluster.of(nodes, pods), SchedulerEvents(client)
     pending = [  # Pods using claims are the volume binding's (nodeenv/kubelet/storage/volumebinding.py)
         p for p in pods
         if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp") and not claims_of(p)
@@ -59,8 +60,10 @@ def schedule(client: KubeClient, nodes: list[Obj], pods: list[Obj]) -> None:
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
             client.request("POST", f"{CORE}/namespaces/{ns}/pods/{name}/binding", body)
             log.info("pod %s/%s: Scheduled: assigned to %s", ns, name, node)
+            events.scheduled(pod, node)
             continue
         conds = (pod.get("status") or {}).get("conditions") or []
         if not any(c.get("type") == "PodScheduled" and c.get("message") == why for c in conds):
             log.warning("pod %s/%s: Unschedulable: %s", ns, name, why)
+            events.failed(pod, why)
             client.patch_status(CORE, "pods", ns, name, unschedulable(why))
