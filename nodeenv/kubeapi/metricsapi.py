@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -111,9 +112,26 @@ async def handle(request: web.Request, st: ApiState, info: RequestInfo) -> web.S
                     "items": items})  # fmt: skip
 
 
+def apiservice() -> Obj:
+    """`v1beta1.metrics.k8s.io` as k3s's metrics-server manifest registers it (SERVICE
+    kube-system/metrics-server in `kubectl get apiservices`), Available."""
+    return {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": f"{VERSION}.{GROUP}", "labels": {"k8s-app": "metrics-server"}},
+            "spec": {"group": GROUP, "version": VERSION, "groupPriorityMinimum": 100, "versionPriority": 100,
+                     "insecureSkipTLSVerify": True,
+                     "service": {"name": "metrics-server", "namespace": "kube-system", "port": 443}},
+            "status": {"conditions": [{"type": "Available", "status": "True", "reason": "Passed",
+                                       "message": "all checks passed",
+                                       "lastTransitionTime": _stamp(time.time())}]}}  # fmt: skip
+
+
 def install(app: web.Application, st: ApiState, netns: str = "") -> None:
-    """The kinds registered, and metrics-server's scrape loop running with the app."""
+    """The kinds and their APIService registered, and metrics-server's scrape loop running with the
+    app."""
     st.registry.register([NODE_METRICS, POD_METRICS])
+    services = st.registry.lookup("apiregistration.k8s.io", "v1", "apiservices")
+    if services is not None and st.store.get(services, "", f"{VERSION}.{GROUP}") is None:
+        st.resources.create(services, "", apiservice())
     server = app[SERVER] = MetricsServer(netns=netns)
 
     async def scraping(app: web.Application) -> AsyncIterator[None]:

@@ -32,8 +32,13 @@ def reconcile(rs: Obj, pods: list[Obj], plan: Plan) -> None:
         plan.creates.append((PODS, ns, pod))
     for pod in sorted(live, key=_deletion_rank)[: max(0, len(live) - want)]:
         plan.delete(PODS, pod)
+    plan.status(REPLICASETS, rs, status_of(rs, pods))
+
+
+def status_of(rs: Obj, pods: list[Obj]) -> Obj:
+    """The status the ReplicaSet's Pods (those it controls) make."""
+    live = [p for p in pods if active(p)]
     n_ready = sum(1 for p in live if ready(p))
-    status = {"replicas": len(live), "fullyLabeledReplicas": len(live), "readyReplicas": n_ready,
-              "availableReplicas": n_ready,
-              "observedGeneration": rs["metadata"].get("generation", 1)}  # fmt: skip
-    plan.status(REPLICASETS, rs, status)
+    generation = rs["metadata"].get("generation", 1)
+    return {"replicas": len(live), "fullyLabeledReplicas": len(live), "readyReplicas": n_ready,
+            "availableReplicas": n_ready, "observedGeneration": generation}  # fmt: skip

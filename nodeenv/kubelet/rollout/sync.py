@@ -5,7 +5,8 @@ ControllerRevisions whose controller (a ReplicaSet, Deployment, DaemonSet or Sta
 are deleted, as the background cascade does (the API double has no garbage collector).
 
 A write refused with 404 or 409 (the object changed or went meanwhile) is left to the next pass,
-as a controller requeues; before a namespace's first Pod, its `default` ServiceAccount and
+as a controller requeues; one admission refuses (403, 422: a Pod PodSecurity or a quota forbids) is
+logged and left, as the controllers record FailedCreate (no ReplicaFailure condition here); before a namespace's first Pod, its `default` ServiceAccount and
 `kube-root-ca.crt` (`on_pod`)."""
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _path(res: tuple[str, str], ns: str, name: str = "") -> str:
 
 
 def apply(client: KubeClient, plan: Plan, on_pod: Callable[[str], None]) -> list[Obj]:
-    """The plan's writes; answers the objects created."""
+    """The plan's writes; answers the objects created. A write the API refuses (admission: 403
+    PodSecurity or quota, 422) is logged and left, as the controllers record FailedCreate and go on."""
     made: list[Obj] = []
     steps: list[tuple[str, str, Obj | None, str]] = []
     for res, ns, obj in plan.creates:
@@ -54,9 +56,9 @@ def apply(client: KubeClient, plan: Plan, on_pod: Callable[[str], None]) -> list
         try:
             reply = client.request(method, path, body, ctype)
         except ApiError as e:
-            if e.code not in (404, 409):
+            if e.code not in (403, 404, 409, 422):
                 raise
-            log.info("%s %s: %s (next pass)", method, path, e)
+            log.log(logging.INFO if e.code in (404, 409) else logging.WARNING, "%s %s: %s", method, path, e)
             continue
         if method == "POST":
             made.append(reply)
@@ -72,18 +74,21 @@ def _orphans(objs: list[Obj], owners: set[str]) -> list[Obj]:
     return out
 
 
-def sync(client: KubeClient, nodes: list[Obj], on_pod: Callable[[str], None]) -> None:
+def sync(client: KubeClient, nodes: list[Obj], on_pod: Callable[[str], None], namespace: str = "") -> None:
+    """One pass over every namespace, or over `namespace` only."""
     # dependents before their owners: an owner made between the two lists is not missed
-    pods = client.list(CORE, "pods")
-    revs = client.list(*REVISIONS)
-    rss = client.list(*REPLICASETS)
-    deploys = client.list(APPS, "deployments")
-    dss, stss = client.list(APPS, "daemonsets"), client.list(APPS, "statefulsets")
+    pods = client.list(CORE, "pods", namespace)
+    revs = client.list(*REVISIONS, namespace)
+    rss = client.list(*REPLICASETS, namespace)
+    deploys = client.list(APPS, "deployments", namespace)
+    dss, stss = client.list(APPS, "daemonsets", namespace), client.list(APPS, "statefulsets", namespace)
     plan = Plan()
+    for rs in rss:  # the Deployments see their ReplicaSets' Pods as they are now (an informer would)
+        rs["status"] = {**(rs.get("status") or {}), **replicasets.status_of(rs, owned(pods, rs))}
     for d in deploys:
         deployments.reconcile(d, owned(rss, d), plan)
     apply(client, plan, on_pod)
-    rss = client.list(*REPLICASETS)
+    rss = client.list(*REPLICASETS, namespace)
     plan = Plan()
     for rs in rss:
         replicasets.reconcile(rs, owned(pods, rs), plan)

@@ -23,7 +23,7 @@ class Booted:
     run_dir: Path
 
     def run(
-        self, *args: str, stdin: str | None = None, timeout: float = 240
+        self, *args: str, stdin: str | None = None, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
         kubeconfig = self.run_dir / "kubeapi" / "admin.kubeconfig"
         return subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args], input=stdin,

@@ -4,8 +4,9 @@ order, each failing the test on a non-zero exit or an output that does not match
 COMMANDS is a plain list of Step(argv, expect[, stdin, retry]) to extend: `expect` is a regular
 expression searched (multiline) in stdout; `retry` is how many seconds a step may be repeated until it
 passes (metrics need two scrapes, a LoadBalancer its address). Workloads of the table: a Deployment
-`web` (HTTP on 8080, readiness probe), a DaemonSet `tick` and a StatefulSet `db` in `default`, plus
-the overlay's own (prismnet-agent, ovn-central)."""
+`web` (HTTP on 8080, readiness probe), a DaemonSet `tick` and a StatefulSet `db` in `default` (applied
+as YAML), a Deployment `hello` made by `kubectl create deployment` (protobuf), plus the overlay's own
+(prismnet-agent, ovn-central)."""
 
 from __future__ import annotations
 
@@ -60,15 +61,6 @@ spec:
     spec:
       containers: [{{name: db, image: {IMAGE}, command: [sleep, infinity]}}]
 """
-LB_SERVICE = """
-apiVersion: v1
-kind: Service
-metadata: {name: web-lb, namespace: default}
-spec:
-  type: LoadBalancer
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080}]
-"""
 
 
 @dataclass(frozen=True)
@@ -81,7 +73,7 @@ class Step:
 
 def rollout(kind: str, name: str, done: str, ns: str = "default") -> list[Step]:
     """`rollout status` to its end, restart, status again, history 1..2, undo, status, history 2..3."""
-    status = Step(("-n", ns, "rollout", "status", f"{kind}/{name}", "--timeout=240s"), done)
+    status = Step(("-n", ns, "rollout", "status", f"{kind}/{name}", "--timeout=420s"), done)
     return [
         status,
         Step(("-n", ns, "rollout", "restart", f"{kind}/{name}"), rf"{name} restarted"),
@@ -106,11 +98,29 @@ COMMANDS: list[Step] = [
         stdin=WORKLOADS,
     ),
     *rollout("deployment", "web", r'^deployment "web" successfully rolled out$'),
+    Step(
+        ("create", "deployment", "hello", f"--image={IMAGE}", "--replicas=2", "--", "sleep", "infinity"),
+        r"^deployment.apps/hello created$",
+    ),
+    Step(
+        ("rollout", "status", "deployment/hello", "--timeout=420s"),
+        r'^deployment "hello" successfully rolled out$',
+    ),
     Step(("scale", "deployment/web", "--replicas=3"), r"^deployment.apps/web scaled$"),
-    Step(("rollout", "status", "deployment/web", "--timeout=240s"), r"successfully rolled out$"),
+    Step(("rollout", "status", "deployment/web", "--timeout=420s"), r"successfully rolled out$"),
     Step(("get", "deployment", "web", "--no-headers"), r"^web\s+3/3\s+3\s+3\s"),
     Step(("get", "rs", "-l", "app=web", "--no-headers"), r"^web-\w+\s+3\s+3\s+3\s"),
-    Step(("apply", "-f", "-"), r"^service/web-lb created$", stdin=LB_SERVICE),
+    Step(
+        (
+            "expose",
+            "deployment/web",
+            "--name=web-lb",
+            "--type=LoadBalancer",
+            "--port=80",
+            "--target-port=8080",
+        ),
+        r"^service/web-lb exposed$",
+    ),
     Step(
         ("get", "service", "web-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}"),
         r"^\d+\.\d+\.\d+\.\d+$",
@@ -132,9 +142,9 @@ COMMANDS: list[Step] = [
     Step(("get", "all", "-n", "kube-system"), r"^statefulset.apps/ovn-central\s+3/3\s"),
     Step(("get", "all", "-n", "kube-system"), r"^daemonset.apps/prismnet-agent\s+3\s+3\s+3\s+3\s+3\s"),
     Step(("get", "all", "-n", "kube-system"), r"^deployment.apps/fiberlb-controller\s+2/2\s+2\s+2\s"),
-    Step(("top", "nodes"), r"^node1\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%$", retry=60),
-    Step(("top", "pods", "-A"), r"^kube-system\s+ovn-central-0\s+\d+m\s+\d+Mi$", retry=60),
-    Step(("top", "pods", "-l", "app=web"), r"^web-\w+-\w+\s+\d+m\s+\d+Mi$", retry=60),
+    Step(("top", "nodes"), r"^node1\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%\s*$", retry=60),
+    Step(("top", "pods", "-A"), r"^kube-system\s+ovn-central-0\s+\d+m\s+\d+Mi\s*$", retry=60),
+    Step(("top", "pods", "-l", "app=web"), r"^web-\w+-\w+\s+\d+m\s+\d+Mi\s*$", retry=60),
     Step(("get", "events", "-A"), r""),
 ]
 

@@ -224,6 +224,8 @@ def test_a_daemonset_rolls_one_node_at_a_time_and_keeps_controllerrevisions(clus
     history = cluster.kubectl("rollout", "history", "ds/agent").stdout
     assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"], history
     [first] = [r for r in cluster.owned("controllerrevisions", ds) if r["revision"] == 1]
+    row = cluster.kubectl("get", "controllerrevisions", first["metadata"]["name"], "--no-headers").stdout
+    assert row.split()[:3] == [first["metadata"]["name"], "daemonset.apps/agent", "1"], row
     cluster.kubectl("rollout", "undo", "ds/agent")
     cluster.settle("agent", 10)
     ds = cluster.get("daemonsets", "agent")
@@ -280,3 +282,15 @@ def test_an_unchanged_pass_writes_nothing(cluster: Cluster) -> None:
     plan = Plan()
     deployments.reconcile(copy.deepcopy(d), cluster.owned("replicasets", d), plan)
     assert plan == Plan()
+
+
+def test_a_pod_the_api_refuses_does_not_stop_the_pass(cluster: Cluster) -> None:
+    """Admission refusing a Pod (403, as PodSecurity does) is logged; the other workloads go on and
+    the Pod is created on a later pass."""
+    cluster.api.set_fault(verb="create", resource="pods", code=403, times=1)
+    cluster.c.create(APPS, "deployments", NS, _workload("Deployment", "web", replicas=1))
+    cluster.c.create(APPS, "daemonsets", NS, _workload("DaemonSet", "agent"))
+    cluster.step("web")
+    assert len(cluster.pods("agent")) == 3
+    cluster.settle("web", 3)
+    assert len(cluster.pods("web")) == 1
