@@ -5,9 +5,9 @@ ControllerRevisions whose controller (a ReplicaSet, Deployment, DaemonSet or Sta
 are deleted, as the background cascade does (the API double has no garbage collector).
 
 A write refused with 404 or 409 (the object changed or went meanwhile) is left to the next pass,
-as a controller requeues; one admission refuses (403, 422: a Pod PodSecurity or a quota forbids) is
-logged and left, as the controllers record FailedCreate (no ReplicaFailure condition here); before a namespace's first Pod, its `default` ServiceAccount and
-`kube-root-ca.crt` (`on_pod`)."""
+as a controller requeues; one admission refuses (403, 422: a Pod PodSecurity or a quota forbids)
+is logged and left, as the controllers record FailedCreate (no ReplicaFailure condition here).
+Before a namespace's first Pod: its `default` ServiceAccount and `kube-root-ca.crt` (`on_pod`)."""
 
 from __future__ import annotations
 
