@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nodeenv.kubelet.rollout.events import reference
 from nodeenv.kubelet.rollout.plan import APPS, REPLICASETS, Obj, Plan, condition, now, owner_ref, scaled
 from nodeenv.kubelet.rollout.revisions import semantic, template_hash
 
@@ -87,7 +88,10 @@ class Rollout:
 
     def scale(self, rs: Obj, to: int) -> None:
         if to != _spec_replicas(rs):
-            meta = rs["metadata"]
+            meta, was = rs["metadata"], _spec_replicas(rs)
+            how = "up" if to > was else "down"
+            message = f"Scaled {how} replica set {meta['name']} from {was} to {to}"
+            self.plan.events.append((reference(self.d, "Deployment"), "Normal", "ScalingReplicaSet", message))
             self.plan.patches.append(
                 (REPLICASETS, meta["namespace"], meta["name"], {"spec": {"replicas": to}})
             )

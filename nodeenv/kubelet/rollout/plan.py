@@ -26,6 +26,10 @@ class Plan:
     patches: list[tuple[Resource, str, str, Obj]] = field(default_factory=list)
     deletes: list[tuple[Resource, str, str]] = field(default_factory=list)
     statuses: list[tuple[Resource, str, str, Obj]] = field(default_factory=list)
+    events: list[tuple[Obj, str, str, str]] = field(default_factory=list)
+    """(involvedObject reference, type, reason, message): events.py records them."""
+    deleted: dict[tuple[Resource, str, str], Obj] = field(default_factory=dict)
+    """What each delete removes (a Pod's controller names its SuccessfulDelete event)."""
 
     def status(self, res: Resource, obj: Obj, status: Obj) -> None:
         """A status write (merge patch: None removes a field), only if it changes what is stored
@@ -37,6 +41,7 @@ class Plan:
 
     def delete(self, res: Resource, obj: Obj) -> None:
         self.deletes.append((res, obj["metadata"]["namespace"], obj["metadata"]["name"]))
+        self.deleted[(res, obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
 
 
 def now() -> str:

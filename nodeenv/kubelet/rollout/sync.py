@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from nodeenv.kubelet.apiclient import ApiError, KubeClient
-from nodeenv.kubelet.rollout import daemonsets, deployments, replicasets, statefulsets
+from nodeenv.kubelet.rollout import daemonsets, deployments, events, replicasets, statefulsets
 from nodeenv.kubelet.rollout.plan import (
     APPS,
     CORE,
@@ -35,34 +35,48 @@ def _path(res: tuple[str, str], ns: str, name: str = "") -> str:
     return f"{res[0]}/namespaces/{ns}/{res[1]}" + (f"/{name}" if name else "")
 
 
-def apply(client: KubeClient, plan: Plan, on_pod: Callable[[str], None]) -> list[Obj]:
-    """The plan's writes; answers the objects created. A write the API refuses (admission: 403
-    PodSecurity or quota, 422) is logged and left, as the controllers record FailedCreate and go on."""
-    made: list[Obj] = []
-    steps: list[tuple[str, str, Obj | None, str]] = []
+def apply(client: KubeClient, plan: Plan, on_pod: Callable[[str], None]) -> None:
+    """The plan's writes, and the controllers' events on what they did."""
     for res, ns, obj in plan.creates:
         if res == PODS:
             on_pod(ns)
-        steps.append(("POST", _path(res, ns), obj, "application/json"))
+        made, error = _write(client, "POST", _path(res, ns), obj, "application/json")
+        if res == PODS and (made is not None or error):
+            _event(client, events.pod_event(made or obj, created=True, error=error))
     for res, ns, name, patch in plan.patches:
-        steps.append(("PATCH", _path(res, ns, name), patch, "application/merge-patch+json"))
+        _write(client, "PATCH", _path(res, ns, name), patch, "application/merge-patch+json")
     for res, ns, name in plan.deletes:
-        steps.append(("DELETE", _path(res, ns, name), None, "application/json"))
+        gone, _ = _write(client, "DELETE", _path(res, ns, name), None, "application/json")
+        if res == PODS and gone is not None:
+            _event(client, events.pod_event(plan.deleted[(res, ns, name)], created=False))
     for res, ns, name, status in plan.statuses:
-        steps.append(
-            ("PATCH", _path(res, ns, name) + "/status", {"status": status}, "application/merge-patch+json")
+        _write(
+            client,
+            "PATCH",
+            _path(res, ns, name) + "/status",
+            {"status": status},
+            "application/merge-patch+json",
         )
-    for method, path, body, ctype in steps:
-        try:
-            reply = client.request(method, path, body, ctype)
-        except ApiError as e:
-            if e.code not in (403, 404, 409, 422):
-                raise
-            log.log(logging.INFO if e.code in (404, 409) else logging.WARNING, "%s %s: %s", method, path, e)
-            continue
-        if method == "POST":
-            made.append(reply)
-    return made
+    for ref, type_, reason, message in plan.events:
+        _event(client, events.Event(ref, type_, reason, message))
+
+
+def _event(client: KubeClient, event: events.Event | None) -> None:
+    if event is not None:
+        events.record(client, event)
+
+
+def _write(
+    client: KubeClient, method: str, path: str, body: Obj | None, ctype: str
+) -> tuple[Obj | None, str]:
+    """(the reply, "") or (None, the API's message when admission refused it)."""
+    try:
+        return client.request(method, path, body, ctype), ""
+    except ApiError as e:
+        if e.code not in (403, 404, 409, 422):
+            raise
+        log.log(logging.INFO if e.code in (404, 409) else logging.WARNING, "%s %s: %s", method, path, e)
+        return None, str(e.status.get("message", "")) if e.code in (403, 422) else ""
 
 
 def _orphans(objs: list[Obj], owners: set[str]) -> list[Obj]:

@@ -8,6 +8,7 @@ status` and `kubectl get` read, and the garbage collector's cascade."""
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 from typing import Any
 
@@ -107,6 +108,11 @@ def test_a_deployment_runs_through_a_replicaset_and_rolls_out_as_kubectl_reads_i
     )
     assert cluster.kubectl("get", "deploy", "web", "--no-headers").stdout.split()[1:4] == ["4/4", "4", "4"]
     assert cluster.kubectl("get", "rs", "--no-headers").stdout.split()[:4] == [f"web-{h}", "4", "4", "4"]
+
+    described = cluster.kubectl("describe", "deployment", "web").stdout
+    assert "ScalingReplicaSet  " in described and f"Scaled up replica set web-{h} from 0 to 4" in described
+    events = cluster.kubectl("get", "events", "--field-selector", f"involvedObject.name=web-{h}").stdout
+    assert "SuccessfulCreate" in events and f"Created pod: web-{h}-" in events, events
 
     cluster.kubectl("rollout", "restart", "deploy/web")
     cluster.step("web", kubelet=False)  # the new ReplicaSet is created, nothing is Ready yet
@@ -294,3 +300,7 @@ def test_a_pod_the_api_refuses_does_not_stop_the_pass(cluster: Cluster) -> None:
     assert len(cluster.pods("agent")) == 3
     cluster.settle("web", 3)
     assert len(cluster.pods("web")) == 1
+    failed = cluster.kubectl("get", "events", "--field-selector", "reason=FailedCreate", "-o", "json").stdout
+    [event] = json.loads(failed)["items"]
+    assert event["message"] == "Error creating: injected fault" and event["source"]["component"] in (
+        "replicaset-controller", "daemonset-controller")  # fmt: skip
