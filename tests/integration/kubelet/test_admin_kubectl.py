@@ -146,6 +146,14 @@ COMMANDS: list[Step] = [
     Step(("top", "pods", "-A"), r"^kube-system\s+ovn-central-0\s+\d+m\s+\d+Mi\s*$", retry=60),
     Step(("top", "pods", "-l", "app=web"), r"^web-\w+-\w+\s+\d+m\s+\d+Mi\s*$", retry=60),
     Step(("get", "events", "-A"), r""),
+    Step(
+        ("describe", "deployment", "web"),
+        r"ScalingReplicaSet\s+\S+\s+deployment-controller\s+Scaled (up|down) replica set web-",
+    ),
+    Step(
+        ("get", "events", "--field-selector", "reason=SuccessfulCreate"),
+        r"daemonset/tick\s+Created pod: tick-",
+    ),
 ]
 
 
