@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from nodeenv.kubeapi import audit, discovery, handlers, openapi, openapiv2pb, podstreams
+from nodeenv.kubeapi import audit, discovery, handlers, metricsapi, openapi, openapiv2pb, podstreams
 from nodeenv.kubeapi.admissionpolicy import CALLER, Caller
 from nodeenv.kubeapi.audit import INFO, USER
 from nodeenv.kubeapi.auth import User
@@ -82,6 +82,8 @@ async def _resource(request: web.Request) -> web.StreamResponse:
     st, info = request.app[STATE], request.get(INFO)
     if info is None:
         return _group_discovery(request, st)
+    if info.group == metricsapi.GROUP:
+        return await metricsapi.handle(request, st, info)
     return await handlers.handle(request, st, info)
 
 
@@ -134,7 +136,8 @@ async def _openapi_v3(request: web.Request) -> web.Response:
     return respond(doc)
 
 
-def make_app(st: ApiState) -> web.Application:
+def make_app(st: ApiState, kubelet_netns: str = "") -> web.Application:
+    """`kubelet_netns`: where the nodes' kubelets are reached from (metricsapi.py), if not here."""
     app = web.Application(middlewares=[api_middleware], client_max_size=3 * 1024 * 1024)
     app[STATE] = st
     app[podstreams.KUBELET] = KubeletClient(st.config.kubelet)
@@ -143,6 +146,7 @@ def make_app(st: ApiState) -> web.Application:
         await app[podstreams.KUBELET].close()
 
     app.on_cleanup.append(close_kubelet_client)
+    metricsapi.install(app, st, kubelet_netns)
     app.router.add_get("/version", _version)
     for path in _OPEN:
         app.router.add_get(path, _health)

@@ -213,6 +213,15 @@ def _str(*path: str, default: str = "") -> Callable[[Obj], str]:
     return lambda o: str(_get(o, *path) or default)
 
 
+def _controller(o: Obj) -> str:
+    """A ControllerRevision's owner as kubectl prints it: `daemonset.apps/tick`."""
+    ref = next((r for r in o["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+    if ref is None:
+        return "<none>"
+    group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+    return f"{str(ref.get('kind', '')).lower()}{'.' + group if group else ''}/{ref.get('name', '')}"
+
+
 _NAME: Column = ("Name", "string", lambda o: o["metadata"]["name"])
 _AGE: Column = ("Age", "string", _age)
 COLUMNS: dict[str, list[Column]] = {
@@ -238,6 +247,8 @@ COLUMNS: dict[str, list[Column]] = {
               ("Reason", "string", _str("reason")), ("Object", "string", _event_object),
               ("Message", "string", lambda o: str(o.get("message") or o.get("note") or "")), _NAME],
     "Lease": [_NAME, ("Holder", "string", _str("spec", "holderIdentity")), _AGE],
+    "ControllerRevision": [_NAME, ("Controller", "string", _controller),
+                           ("Revision", "integer", lambda o: int(o.get("revision") or 0)), _AGE],
     "DaemonSet": [_NAME, ("Desired", "integer", _int("desiredNumberScheduled")),
                   ("Current", "integer", _int("currentNumberScheduled")),
                   ("Ready", "integer", _int("numberReady")),

@@ -5,6 +5,7 @@ carrying the Status the server sent."""
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import urllib.error
 import urllib.parse
@@ -93,11 +94,20 @@ class KubeClient:
                 raise
 
 
+def machine_capacity() -> dict[str, str]:
+    """The Node's capacity as kubelet reports it: this machine's CPUs and memory, 110 pods (nodes
+    sharing one machine each report all of it)."""
+    meminfo = Path("/proc/meminfo").read_text().split("\n")
+    kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    return {"cpu": str(os.cpu_count() or 1), "memory": f"{kib}Ki", "pods": "110"}
+
+
 def register_node(
     client: KubeClient, name: str, address: str, labels: Mapping[str, str], kubelet_port: int = 0
 ) -> None:
     """What kubelet does at start: the Node object (if missing), then its status: Ready, with its
-    InternalIP and Hostname addresses, and its kubelet API's port (daemonEndpoints) if it serves one."""
+    InternalIP and Hostname addresses, capacity and allocatable, and its kubelet API's port
+    (daemonEndpoints) if it serves one."""
     try:
         client.request("GET", f"/api/v1/nodes/{name}")
     except ApiError as e:
@@ -110,6 +120,7 @@ def register_node(
         client.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": meta})
     status: dict[str, object] = {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                               "message": "kubelet is posting ready status"}],
+              "capacity": machine_capacity(), "allocatable": machine_capacity(),
               "addresses": [{"type": "InternalIP", "address": address},
                             {"type": "Hostname", "address": name}]}  # fmt: skip
     if kubelet_port:

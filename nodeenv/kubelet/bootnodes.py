@@ -44,6 +44,7 @@ from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.boot import BootSettings
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.kubelet.nodenet import BootNodes, require_free
+from nodeenv.kubelet.readonlyport import READ_ONLY_PORT
 from nodeenv.kubelet.runner import RUNNER_LABEL
 
 SERVERS = 3
@@ -87,7 +88,7 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
                 "--node-root", str(n.root), "--state-dir", str(s.short_dir / f"pods{n.index}"),
                 "--cluster-dns", dns, "--node-labels", SERVER_LABELS if n.index <= SERVERS else "",
                 "--controllers", "true" if n.index == 1 else "false",
-                *kubelets.kubelet_flags(n.name)]  # fmt: skip
+                *kubelets.kubelet_flags(n.name), "--read-only-port", str(READ_ONLY_PORT)]  # fmt: skip
         log = s.run_dir / f"kubelet-{n.name}.log"
         start_foreground(f"kubelet-{n.name}", argv, log, py_env, table)
         boot.say(f"runner for {n.name} in {n.netns} (log {log})")

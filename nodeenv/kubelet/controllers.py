@@ -1,8 +1,6 @@
-"""What kube-controller-manager and the scheduler would do before kubelet sees a Pod, for one
-machine's nodes: a DaemonSet's Pod per Node, a Deployment's `replicas` Pods, a StatefulSet's
-`<name>-0..n-1`; each Pod from the template with the controller's ownerReference and labels
-(pod-template-hash, controller-revision-hash, statefulset.kubernetes.io/pod-name); a DaemonSet's Pod
-is bound to its Node here, the others by the scheduler (scheduler.py, from workloads.py).
+"""A workload's Pod as its controller makes it (rollout/ decides which): from the template, with the
+controller's ownerReference and labels; a StatefulSet's member `<name>-<i>` with its revision,
+pod-name and pod-index labels, hostname and subdomain.
 
 The ServiceAccount admission plugin's part is here too (the API double does not run admission): a
 Pod that does not opt out gets the `kube-api-access-<5>` projected volume (token, kube-root-ca.crt,
@@ -13,11 +11,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
-from dataclasses import dataclass
 from typing import Any
-
-from nodeenv.kubelet.scheduler import fits
 
 Obj = dict[str, Any]
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -30,20 +24,7 @@ def short_hash(*parts: str, n: int = 10) -> str:
     return "".join(alphabet[b % len(alphabet)] for b in digest[:n])
 
 
-@dataclass(frozen=True, slots=True)
-class PodPlan:
-    """One Pod a workload wants: its object (not yet created) and the Node it must run on, if the
-    controller says so (DaemonSets); otherwise the scheduler picks."""
-
-    pod: Obj
-    node: str | None
-
-
-def template_hash(workload: Obj) -> str:
-    return short_hash(json.dumps(workload["spec"]["template"], sort_keys=True))
-
-
-def _pod(workload: Obj, name: str, extra_labels: dict[str, str]) -> Obj:
+def from_template(workload: Obj, name: str, extra_labels: dict[str, str]) -> Obj:
     template = copy.deepcopy(workload["spec"]["template"])
     meta = template.get("metadata") or {}
     wmeta = workload["metadata"]
@@ -62,32 +43,11 @@ def _pod(workload: Obj, name: str, extra_labels: dict[str, str]) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
-def desired_pods(workload: Obj, nodes: list[Obj]) -> list[PodPlan]:
-    name, kind, h = workload["metadata"]["name"], workload["kind"], template_hash(workload)
-    if kind == "DaemonSet":
-        rev = {"controller-revision-hash": h, "pod-template-generation": "1"}
-        spec = workload["spec"]["template"]["spec"]
-        names = [n["metadata"]["name"] for n in nodes if fits(spec, n)]
-        return [PodPlan(_pod(workload, f"{name}-{short_hash(name, n, n=5)}", rev), n) for n in names]
-    replicas = int(workload["spec"].get("replicas", 1))
-    if kind == "StatefulSet":
-        return [PodPlan(_member(workload, i, h), None) for i in range(replicas)]
-    return [
-        PodPlan(
-            _pod(
-                workload, f"{name}-{h[:10]}-{short_hash(name, h, str(i), n=5)}", {"pod-template-hash": h[:10]}
-            ),
-            None,
-        )
-        for i in range(replicas)
-    ]
-
-
-def _member(workload: Obj, i: int, h: str) -> Obj:
+def member(workload: Obj, i: int, h: str) -> Obj:
     """StatefulSet member i: its stable name, and as the StatefulSet controller sets them, the
     hostname and the governing Service as subdomain (`<name>-<i>.<serviceName>.<ns>.svc` in DNS)."""
     name = workload["metadata"]["name"]
-    pod = _pod(workload, f"{name}-{i}", {"controller-revision-hash": f"{name}-{h}",
+    pod = from_template(workload, f"{name}-{i}", {"controller-revision-hash": f"{name}-{h}",
                                          "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
                                          "apps.kubernetes.io/pod-index": str(i)})  # fmt: skip
     pod["spec"]["hostname"] = f"{name}-{i}"

@@ -28,6 +28,8 @@ from nodeenv.kubelet.events import NORMAL, WARNING, KubeletEvents
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
+from nodeenv.kubelet.readonlyport import ReadOnlyPort
+from nodeenv.kubelet.resourcestats import ContainerUsage, cgroup_usage, render
 from nodeenv.kubelet.sandbox import NOT_READY, CniConfig, PodSandbox, SandboxError
 from nodeenv.kubelet.sidecars import runtime as stand_ins
 from nodeenv.kubelet.status import ContainerState, now, pod_status
@@ -71,6 +73,8 @@ class RunnerSettings:
     """kubelet's --resolv-conf: the node's resolver configuration."""
     kubelet_port: int = 0
     """The kubelet API's port, published in the Node's status.daemonEndpoints (0: none served)."""
+    read_only_port: int = 0
+    """kubelet's --read-only-port: /metrics/resource on node_ip (readonlyport.py); 0: off."""
     controllers: bool = True
     """Also play kube-controller-manager and the scheduler (workloads.py, endpoints.py): one runner
     of a cluster does, the others are only their node's kubelet."""
@@ -429,6 +433,9 @@ class Runner:
                                    cluster=settings.controllers)  # fmt: skip
         url = urllib.parse.urlsplit(client.server)
         self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
+        self._cgroups: dict[str, str] = {}
+        """Container id -> its cgroup (podman's State.CgroupPath)."""
+        self.read_only: ReadOnlyPort | None = None
 
     def find_pod(self, namespace: str, name: str) -> PodRuntime | None:
         """This node's pod by name (the kubelet API's view)."""
@@ -499,9 +506,36 @@ class Runner:
             endpoints.sync(self.client)
         self.storage.sync()
 
+    def resource_metrics(self) -> bytes:
+        """kubelet's /metrics/resource: the node's and each running container's usage."""
+        running = [(rt, st) for rt in list(self.pods.values()) for st in rt.main
+                   if st.container_id and st.runtime == "podman" and "running" in st.state]  # fmt: skip
+        unknown = [st.container_id for _, st in running if st.container_id not in self._cgroups]
+        if unknown:
+            out = self.podman("inspect", "--format", "{{.Id}} {{.State.CgroupPath}}", *unknown).stdout
+            for line in out.splitlines():
+                cid, _, path = line.partition(" ")
+                self._cgroups[cid] = path
+        samples = []
+        for rt, st in running:
+            usage = (
+                cgroup_usage(self._cgroups.get(st.container_id, ""))
+                if st.container_id in self._cgroups
+                else None
+            )
+            if usage is not None:
+                m = rt.pod["metadata"]
+                samples.append(ContainerUsage(m["namespace"], m["name"], st.name, usage))
+        return render(cgroup_usage("/"), samples)
+
     def run(self, stop: threading.Event) -> None:
         self._bound_kubelet_dir = rootdir.setup(self.kubelet_dir)
         self.register_node()
+        if self.settings.read_only_port:
+            self.read_only = ReadOnlyPort(
+                self.settings.node_ip, self.settings.read_only_port, self.resource_metrics
+            )
+            self.read_only.start()
         while not stop.is_set():
             try:
                 self.step()
@@ -519,6 +553,8 @@ class Runner:
         self._stop_pods([rt for rt in self.pods.values() if not rt.pod["spec"].get("hostNetwork")])
 
     def shutdown(self) -> None:
+        if self.read_only is not None:
+            self.read_only.stop()
         self.drain()
         self._stop_pods(list(self.pods.values()))
         if self._bound_kubelet_dir:

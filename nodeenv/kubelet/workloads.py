@@ -1,10 +1,9 @@
 """One pass of kube-controller-manager's workload controllers and the scheduler over the cluster:
-every DaemonSet, Deployment and StatefulSet's missing Pods created (controllers.py), a DaemonSet's
-bound to its Node, the others bound by the scheduler (scheduler.py) or left Pending and
-Unschedulable with its message; a StatefulSet with `podManagementPolicy: OrderedReady` (the
-default) gets member i only once members 0..i-1 are Running and Ready, as the StatefulSet
-controller does. Before a namespace's first Pod: its `default` ServiceAccount and
-`kube-root-ca.crt` (the serviceaccount and root-ca-cert-publisher controllers).
+the Deployment, ReplicaSet, DaemonSet and StatefulSet controllers (rollout/: Pods, ReplicaSets,
+ControllerRevisions, rollouts and status), a DaemonSet's Pods bound to their Node, the others bound
+by the scheduler (scheduler.py) or left Pending and Unschedulable with its message. Before a
+namespace's first Pod: its `default` ServiceAccount and `kube-root-ca.crt` (the serviceaccount
+and root-ca-cert-publisher controllers).
 
 One runner of a cluster plays these (RunnerSettings.controllers): with a runner per node, one pass
 per sync, not one per node."""
@@ -14,25 +13,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from nodeenv.kubelet import controllers
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.events import SchedulerEvents
+from nodeenv.kubelet.rollout import sync as rollout
 from nodeenv.kubelet.scheduler import Cluster
 from nodeenv.kubelet.status import unschedulable
 from nodeenv.kubelet.storage.volumebinding import claims_of
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-CORE, APPS = "/api/v1", "/apis/apps/v1"
-PLURAL = {"DaemonSet": "daemonsets", "Deployment": "deployments", "StatefulSet": "statefulsets"}
-
-
-def _running_ready(pod: Obj | None) -> bool:
-    status = (pod or {}).get("status") or {}
-    conds = status.get("conditions") or []
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in conds
-    )
+CORE = "/api/v1"
 
 
 def publish_root_ca(client: KubeClient, namespace: str) -> None:
@@ -46,34 +36,11 @@ def publish_root_ca(client: KubeClient, namespace: str) -> None:
         client.create(CORE, "configmaps", namespace, cm)
 
 
-def _ordered(workload: Obj) -> bool:
-    policy: str = workload["spec"].get("podManagementPolicy", "OrderedReady")
-    return workload["kind"] == "StatefulSet" and policy == "OrderedReady"
-
-
 def sync(client: KubeClient) -> None:
-    """Create the missing Pods of every workload, then schedule every Pod not bound yet."""
+    """The workload controllers' pass (rollout/sync.py), then every Pod not bound yet scheduled."""
     nodes: list[Obj] = client.request("GET", f"{CORE}/nodes")["items"]
-    pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in client.list(CORE, "pods")}
-    for kind, plural in PLURAL.items():
-        for w in client.list(APPS, plural):
-            w.setdefault("kind", kind)
-            for plan in controllers.desired_pods(w, nodes):
-                meta = plan.pod["metadata"]
-                key = (meta["namespace"], meta["name"])
-                if key in pods:
-                    if _ordered(w) and not _running_ready(pods[key]):
-                        break  # OrderedReady: the next member waits for this one
-                    continue
-                publish_root_ca(client, meta["namespace"])
-                if plan.node:
-                    plan.pod["spec"]["nodeName"] = plan.node
-                pods[key] = client.create(CORE, "pods", meta["namespace"], plan.pod)
-                if plan.node:  # a DaemonSet's pod: kube-scheduler binds it to its node, and says so
-                    SchedulerEvents(client).scheduled(pods[key], plan.node)
-                if _ordered(w):
-                    break
-    schedule(client, nodes, list(pods.values()))
+    rollout.sync(client, nodes, lambda ns: publish_root_ca(client, ns))
+    schedule(client, nodes, client.list(CORE, "pods"))
 
 
 def schedule(client: KubeClient, nodes: list[Obj], pods: list[Obj]) -> None:

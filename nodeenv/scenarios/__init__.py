@@ -20,6 +20,7 @@ from nodeenv.scenarios import (
     plasmacloud,
     pod_security,
     podman,
+    rollouts,
     socket_paths,
     spec_times,
     tenancy,
@@ -35,6 +36,7 @@ SCENARIOS = (
     admin_kubectl,  # kubectl create deployment as protobuf, default ServiceAccounts, APIServices
     kubectl_reach,  # kubectl logs and exec through a kubelet API (a node of its own)
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
+    rollouts,  # ReplicaSets and revisions from the controllers' pass; the Metrics API
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved

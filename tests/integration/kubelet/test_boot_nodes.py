@@ -21,11 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +32,7 @@ from nodeenv.daemons import http_get_in
 from nodeenv.image.build import image_name
 from nodeenv.image.store import ImageStore
 from nodeenv.metrics_scrape import promtool_problems, value
-from tests.conftest import require_ovn
+from tests.integration.kubelet.boot_session import Booted, booted_cluster
 from tests.integration.kubelet.conftest import wait_for
 from tests.integration.kubelet.test_boot_cli import OURS_READY, cli, rows
 
@@ -47,37 +44,10 @@ DAEMONSETS = ("ovs-node", "prismnet-agent", "iam-webhook", "lightningstor-csi-no
 LEADERS = ("fiberlb-controller", "netpol-controller", "node-controller", "project-controller")
 
 
-@dataclass(frozen=True)
-class Booted:
-    out: str
-    run_dir: Path
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> str:
-        kubeconfig = self.run_dir / "kubeapi" / "admin.kubeconfig"
-        proc = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), *args], input=stdin,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
-        assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-        return proc.stdout
-
-    def get(self, *args: str) -> Any:
-        return json.loads(self.kubectl("get", "-o", "json", *args))
-
-
 @pytest.fixture(scope="module")
 def booted() -> Iterator[Booted]:
-    require_ovn()
-    tmp = Path(tempfile.mkdtemp(prefix="bn-", dir="/tmp"))
-    flags = ("--run-dir", str(tmp / "b"), "--netns-prefix", PREFIX)
-    try:
-        proc = cli("boot", *flags, "--nodes", "3", "--api-port", "0", "--timeout", "300", timeout=420)
-        assert proc.returncode == 0, f"boot exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-        yield Booted(proc.stdout, tmp / "b")
-    finally:
-        down = cli("down", *flags, timeout=300)
-        shutil.rmtree(tmp, ignore_errors=True)
-    assert down.returncode == 0, down.stdout + down.stderr
-    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert f"{PREFIX}-" not in left, left
+    with booted_cluster(PREFIX) as b:
+        yield b
 
 
 def _store() -> ImageStore:
