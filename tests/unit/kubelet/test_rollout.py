@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -177,6 +178,9 @@ def test_old_replicasets_beyond_the_history_limit_are_deleted(cluster: Cluster) 
     )
     cluster.settle("web", 4)
     for _ in range(3):
+        time.sleep(
+            1.05
+        )  # kubectl refuses a second restart within the same second (its annotation's resolution)
         cluster.kubectl("rollout", "restart", "deploy/web")
         cluster.settle("web", 6)
     revisions = sorted(_revision(r) for r in cluster.owned("replicasets", cluster.get("deployments", "web")))
