@@ -218,7 +218,7 @@ def test_an_admins_everyday_kubectl(booted: Booted) -> None:
     wait_for(started, 90, "kubelet's Started events of the 2 pods of deployment day")
     rows_ = booted.kubectl("get", "events", "-A").splitlines()
     ours = [r.split() for r in rows_ if r.startswith("admin-day ")]
-    reasons = {r[4] for r in ours}
+    reasons = {r[3] for r in ours}  # NAMESPACE, LAST SEEN (one word in the rows), TYPE, REASON
     assert {"Scheduled", "Pulled", "Created", "Started"} <= reasons, rows_
     events = booted.get("events", "-n", "admin-day")["items"]
     by = {(e["reason"], e.get("reportingComponent")) for e in events}
