@@ -226,7 +226,9 @@ def test_an_admins_everyday_kubectl(booted: Booted) -> None:
     pod = next(p for p in booted.get("-n", "admin-day", "pods")["items"])
     described = booted.kubectl("-n", "admin-day", "describe", "pod", pod["metadata"]["name"])
     section = described[described.index("Events:") :]
-    assert "Successfully assigned admin-day/" in section and "Started container day" in section, section
+    assert "Successfully assigned admin-day/" in section and "Started container k8shost" in section, (
+        section
+    )  # kubectl names it after the image
     nodes = [r.split() for r in booted.kubectl("get", "nodes").splitlines()]
     assert nodes[0][:3] == ["NAME", "STATUS", "ROLES"]
     assert {n[0]: n[2] for n in nodes[1:]} == {n: "control-plane,etcd,master" for n in NODES}, nodes
