@@ -207,7 +207,7 @@ def test_an_admins_everyday_kubectl(booted: Booted) -> None:
     wait_for(started, 90, "kubelet's Started events of the 2 pods of deployment day")
     rows_ = booted.kubectl("get", "events", "-A").splitlines()
     ours = [r.split() for r in rows_ if r.startswith("admin-day ")]
-    reasons = {r[4] for r in ours}
+    reasons = {r[3] for r in ours}  # NAMESPACE, LAST SEEN (one word in the rows), TYPE, REASON
     assert {"Scheduled", "Pulled", "Created", "Started"} <= reasons, rows_
     events = booted.get("events", "-n", "admin-day")["items"]
     by = {(e["reason"], e.get("reportingComponent")) for e in events}
@@ -215,7 +215,9 @@ def test_an_admins_everyday_kubectl(booted: Booted) -> None:
     pod = next(p for p in booted.get("-n", "admin-day", "pods")["items"])
     described = booted.kubectl("-n", "admin-day", "describe", "pod", pod["metadata"]["name"])
     section = described[described.index("Events:") :]
-    assert "Successfully assigned admin-day/" in section and "Started container day" in section, section
+    assert "Successfully assigned admin-day/" in section and "Started container k8shost" in section, (
+        section
+    )  # kubectl names it after the image
     nodes = [r.split() for r in booted.kubectl("get", "nodes").splitlines()]
     assert nodes[0][:3] == ["NAME", "STATUS", "ROLES"]
     assert {n[0]: n[2] for n in nodes[1:]} == {n: "control-plane,etcd,master" for n in NODES}, nodes
