@@ -155,6 +155,19 @@ COMMANDS: list[Step] = [
         ("get", "events", "--field-selector", "reason=SuccessfulCreate"),
         r"daemonset/tick\s+Created pod: tick-",
     ),
+    # through the nodes' kubelet API (port-forward, cp and the refusals: test_kubectl_reach.py)
+    Step(("logs", "statefulset/db", "--tail", "5"), r""),
+    Step(("exec", "deployment/web", "--", "python3", "-c", "print('hi')"), r"^hi$"),
+    Step(("exec", "-i", "statefulset/db", "--", "cat"), r"^piped$", stdin="piped\n"),
+    Step(
+        ("debug", "node/node2", f"--image={IMAGE}", "--profile=sysadmin", "--", "true"),
+        r"Creating debugging pod node-debugger-node2-\w+ with container debugger on node node2",
+    ),
+    Step(
+        ("get", "pods", "--field-selector", "spec.nodeName=node2"),
+        r"^node-debugger-node2-\w+\s",
+        retry=60,
+    ),
 ]
 
 
