@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from nodeenv.kubelet.apiclient import ApiError, KubeClient
+from nodeenv.kubelet.events import SchedulerEvents
 from nodeenv.kubelet.rollout import daemonsets, deployments, events, replicasets, statefulsets
 from nodeenv.kubelet.rollout.plan import (
     APPS,
@@ -43,6 +44,9 @@ def apply(client: KubeClient, plan: Plan, on_pod: Callable[[str], None]) -> None
         made, error = _write(client, "POST", _path(res, ns), obj, "application/json")
         if res == PODS and (made is not None or error):
             _event(client, events.pod_event(made or obj, created=True, error=error))
+        node = obj["spec"].get("nodeName", "") if res == PODS else ""
+        if made is not None and node:  # a DaemonSet's pod, bound at creation: kube-scheduler says so
+            SchedulerEvents(client).scheduled(made, node)
     for res, ns, name, patch in plan.patches:
         _write(client, "PATCH", _path(res, ns, name), patch, "application/merge-patch+json")
     for res, ns, name in plan.deletes:

@@ -308,3 +308,12 @@ def test_a_pod_the_api_refuses_does_not_stop_the_pass(cluster: Cluster) -> None:
     [event] = json.loads(failed)["items"]
     assert event["message"] == "Error creating: injected fault" and event["source"]["component"] in (
         "replicaset-controller", "daemonset-controller")  # fmt: skip
+
+
+def test_a_daemonsets_pods_bound_at_creation_get_the_schedulers_scheduled_event(cluster: Cluster) -> None:
+    cluster.c.create(APPS, "daemonsets", NS, _workload("DaemonSet", "agent"))
+    cluster.settle("agent", 2)
+    events = cluster.kubectl("get", "events", "--field-selector", "reason=Scheduled").stdout
+    for p in cluster.pods("agent"):
+        m = p["metadata"]
+        assert f"Successfully assigned {NS}/{m['name']} to {p['spec']['nodeName']}" in events, events
