@@ -85,7 +85,8 @@ class CniComponent:
         argv = [sys.executable, "-m", "cni.daemon.main", "--socket", str(s.socket), "--ovs-db", s.ovs_db,
                 "--ovn-nb-db", s.ovn_nb_db, "--bridge", s.bridge, "--cluster-cidr", s.cluster_cidr,
                 "--metrics-address", s.metrics_address, "--dns-servers", s.dns_servers,
-                "--cluster-domain", s.cluster_domain]  # fmt: skip
+                "--cluster-domain", s.cluster_domain,
+                "--acl-log-file", str(node.path("ovs", "ovn-controller.log"))]  # fmt: skip
         if self.plasmacloud is not None:
             argv += ["--plasmacloud-ca", str(self.plasmacloud.ca),
                      "--plasmacloud-token-file", str(self.plasmacloud.token_file)]  # fmt: skip

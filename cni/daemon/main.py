@@ -22,6 +22,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 from aiohttp import web
@@ -36,6 +37,7 @@ from cni.ovn import OvsPorts, connect
 from cni.ovn_nb import Northbound
 from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
 from cni.settings import AgentSettings
+from cni.verdicts import VerdictCounters, follow
 from cni.wire import Dns
 from common.jsonlog import setup_logging
 from common.malloc import pin_mmap_threshold
@@ -145,6 +147,10 @@ async def run(s: AgentSettings) -> int:
     metrics_runner = await _serve_metrics(
         s, metrics, lambda: serving.is_set() and all(d.connected() for d in dbs), lambda: startup.waiting_for
     )
+    verdicts = None
+    if s.acl_log_file:  # independent of OVS being up: lines are read as ovn-controller writes them
+        counters = VerdictCounters(metrics.registry, s.verdict_series)
+        verdicts = asyncio.create_task(follow(Path(s.acl_log_file), counters, stop))
     try:
         refresh: list[Callable[[], object]] = []
         service = await _start(s, startup, dbs, refresh)
@@ -170,6 +176,9 @@ async def run(s: AgentSettings) -> int:
         await asyncio.gather(*keep)
         s.socket.unlink(missing_ok=True)
     finally:
+        stop.set()
+        if verdicts is not None:
+            await verdicts
         if metrics_runner:
             await metrics_runner.cleanup()
         for db in dbs:

@@ -13,6 +13,7 @@ from controllers.netpol.reconcile import (
     NetpolMetrics,
     NetpolReconciler,
     labels_changed,
+    logging_changed,
     pod_changed,
 )
 from controllers.netpol.settings import PREFIX, NetpolSettings, add_arguments
@@ -22,7 +23,7 @@ from ovnaccess import tls
 async def setup(ctx: AppContext) -> None:
     s = NetpolSettings.from_args(ctx.args)
     tls.use(s.ovn_tls)
-    nb = await asyncio.to_thread(PolicyNorthbound, s.ovn_nb_db)
+    nb = await asyncio.to_thread(lambda: PolicyNorthbound(s.ovn_nb_db, log_rate=s.acl_log_rate))
 
     async def close() -> None:
         await asyncio.to_thread(nb.close)
@@ -42,7 +43,7 @@ async def setup(ctx: AppContext) -> None:
 
     policies.add_handler(poke, lambda old, new: poke(), poke)
     pods.add_handler(poke, when(pod_changed), poke)
-    namespaces.add_handler(poke, when(labels_changed), poke)
+    namespaces.add_handler(poke, when(lambda o, n: labels_changed(o, n) or logging_changed(o, n)), poke)
     loop = asyncio.get_running_loop()
 
     def nb_changed() -> None:  # on the IDL thread: a logical port, or one of our rows

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from controllers.machinery import EventRecorder, Store
+from controllers.netpol.acl_logging import ANNOTATION, LogSetting, setting_or_off
 from controllers.netpol.ovn_apply import ApplyStats, PortInfo
 from controllers.netpol.policy import InvalidPolicy, NetworkPolicy, parse_policy
 from controllers.netpol.translate import DEFAULT_PRIORITIES, Desired, Frozen, Member, Priorities, translate
@@ -79,11 +80,13 @@ class NetpolReconciler:
         ports = await asyncio.to_thread(self.nb.ports)
         members, labels = self._members(ports), self._namespace_labels()
         nodes = [ip for p in ports if p.management for ip in p.ips]
-        desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, prio=self.priorities)
+        logs = self._namespace_logging()
+        desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, prio=self.priorities,
+                                     logging=logs)  # fmt: skip
         if skipped:  # what OVN holds of the skipped policies keeps their pods isolated
             previous = await asyncio.to_thread(self.nb.previous)
             desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, previous=previous,
-                                         prio=self.priorities)  # fmt: skip
+                                         prio=self.priorities, logging=logs)  # fmt: skip
         await self._report(skipped)
         self.last = await asyncio.to_thread(self.nb.apply, desired, set(skipped))
         if self.metrics is not None:
@@ -124,6 +127,10 @@ class NetpolReconciler:
             for o in self.namespaces.list()
         }
 
+    def _namespace_logging(self) -> dict[str, LogSetting]:
+        return {str(o["metadata"]["name"]): setting_or_off(o["metadata"].get("annotations"))
+                for o in self.namespaces.list()}  # fmt: skip
+
     async def _report(self, skipped: dict[str, str]) -> None:
         for key, reason in skipped.items():
             if self._reported.get(key) == reason:
@@ -144,3 +151,9 @@ def pod_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 def labels_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return bool(old.get("metadata", {}).get("labels") != new.get("metadata", {}).get("labels"))
+
+
+def logging_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """The namespace's verdict-logging annotation (acl_logging.ANNOTATION)."""
+    a, b = ((o.get("metadata", {}).get("annotations") or {}).get(ANNOTATION) for o in (old, new))
+    return a != b
