@@ -69,6 +69,9 @@ class AgentSettings:
     """ovn-controller's log file, followed for policy verdicts (README "Policy verdict logs"); '' off."""
     verdict_series: int = 500
     """At most this many (namespace, policy, verdict) label sets; the rest count as _other."""
+    events_kubeconfig: str = ""
+    """Kubeconfig for PolicyDenied Events in the judged namespace ('' none; 'in-cluster')."""
+    """At most this many (namespace, policy, verdict) label sets; the rest count as _other."""
 
     @property
     def management_if(self) -> str:
@@ -171,4 +174,5 @@ def _doc(name: str) -> str:
         "platform_addresses": "comma-separated IPv4 addresses guarded besides the node's and OVN central's",
         "acl_log_file": "ovn-controller's log file, followed for policy verdicts ('' off)",
         "verdict_series": "cap on (namespace, policy, verdict) label sets of prismnet_policy_verdicts_total",
+        "events_kubeconfig": "kubeconfig for PolicyDenied Events in the namespace ('' none, 'in-cluster')",
     }.get(name, name)

@@ -9,7 +9,8 @@ beginning. A partial last line waits for its newline.
 Labels are bounded: namespace and policy names are written by tenants and admins, so at most
 `max_series` (namespace, policy, verdict) label sets are counted as themselves; events of any
 further set are counted under namespace="_other", policy="_other" (one series per verdict) and in
-`prismnet_policy_verdict_series_folded_total`. The JSON log always has the real names.
+`prismnet_policy_verdict_series_folded_total`. The JSON log always has the real names. Drops may
+also become Events in their namespace (cni/verdict_events.py), for the tenant.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import IO
 from prometheus_client import CollectorRegistry, Counter
 
 from cni.acl_log import Verdict, parse_line
+from cni.verdict_events import DropEvents
 
 log = logging.getLogger("prismnet.verdict")
 POLL = 0.2
@@ -104,9 +106,11 @@ class LogFollower:
             self._f = None
 
 
-def handle(lines: list[str], counters: VerdictCounters, namespace_of: Callable[[str], str] | None) -> int:
-    """Each ACL log line → a JSON log line and a count; the number of verdicts seen."""
-    n = 0
+def handle(
+    lines: list[str], counters: VerdictCounters, namespace_of: Callable[[str], str] | None
+) -> list[Verdict]:
+    """Each ACL log line → a JSON log line and a count; the verdicts seen."""
+    out = []
     for line in lines:
         v = parse_line(line)
         if v is None:
@@ -116,8 +120,8 @@ def handle(lines: list[str], counters: VerdictCounters, namespace_of: Callable[[
             v = dataclasses.replace(v, namespace=ns) if ns else v
         counters.count(v)
         log.info("policy verdict", extra=v.fields())
-        n += 1
-    return n
+        out.append(v)
+    return out
 
 
 async def follow(
@@ -126,19 +130,24 @@ async def follow(
     stop: asyncio.Event,
     namespace_of: Callable[[str], str] | None = None,
     poll: float = POLL,
+    events: DropEvents | None = None,
 ) -> None:
-    """Until `stop`: read `path`'s new lines every `poll` s and handle them."""
+    """Until `stop`: read `path`'s new lines every `poll` s and handle them (drops also as Events)."""
     follower = LogFollower(path)
     log.info("following ovn-controller's ACL log lines in %s", path)
     try:
         while not stop.is_set():
             try:
                 lines = await asyncio.to_thread(follower.read)
-                if lines:
-                    await asyncio.to_thread(handle, lines, counters, namespace_of)
+                seen = await asyncio.to_thread(handle, lines, counters, namespace_of) if lines else []
+                if events is not None:
+                    for v in seen:
+                        await events.record(v)
             except OSError as e:
                 log.warning("reading %s: %s", path, e)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), poll)
     finally:
         follower.close()
+        if events is not None:
+            await events.close()

@@ -37,6 +37,7 @@ from cni.ovn import OvsPorts, connect
 from cni.ovn_nb import Northbound
 from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
 from cni.settings import AgentSettings
+from cni.verdict_events import DropEvents
 from cni.verdicts import VerdictCounters, follow
 from cni.wire import Dns
 from common.jsonlog import setup_logging
@@ -150,7 +151,8 @@ async def run(s: AgentSettings) -> int:
     verdicts = None
     if s.acl_log_file:  # independent of OVS being up: lines are read as ovn-controller writes them
         counters = VerdictCounters(metrics.registry, s.verdict_series)
-        verdicts = asyncio.create_task(follow(Path(s.acl_log_file), counters, stop))
+        events = await _drop_events(s)
+        verdicts = asyncio.create_task(follow(Path(s.acl_log_file), counters, stop, events=events))
     try:
         refresh: list[Callable[[], object]] = []
         service = await _start(s, startup, dbs, refresh)
@@ -234,6 +236,16 @@ async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object]) -> None:
                 await asyncio.to_thread(guard)
             except Exception as e:  # the NB away for a while: the guard in OVN stays as it was
                 log.warning("platform guard refresh failed: %s", e)
+
+
+async def _drop_events(s: AgentSettings) -> DropEvents | None:
+    if not s.events_kubeconfig:
+        return None
+    try:
+        return await DropEvents.connect(s.events_kubeconfig, s.node_name or os.uname().nodename)
+    except Exception as e:  # verdict logs and counters go on without Events
+        log.warning("no PolicyDenied Events: %s", e)
+        return None
 
 
 async def _serve_metrics(

@@ -19,6 +19,7 @@ from nodeenv.scenarios import (
     spec_times,
     tenancy,
     tenant_data,
+    verdict_log,
     webhook,
 )
 
@@ -26,6 +27,7 @@ SCENARIOS = (
     ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
     escapes, tenant_data, pod_security,
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
+    verdict_log,  # a policy drop in prismnet-agent's verdict log (JSON line) and counter
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
