@@ -3,6 +3,7 @@ NetworkPolicies over a small vocabulary (so selectors often match something), as
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ class Scenario:
     """One label map per pod of the fixed layout, in its order."""
     ns_labels: dict[str, dict[str, str]]
     network_policies: tuple[Obj, ...]
+    admin_policies: tuple[Obj, ...] = ()
+    baseline: Obj | None = None
 
 
 def labels(keys: Vocabulary) -> st.SearchStrategy[dict[str, str]]:
@@ -85,3 +88,62 @@ def scenarios(draw: st.DrawFn, pods: int, max_policies: int = 3) -> Scenario:
         ns_labels={ns: draw(labels(NS_KEYS)) for ns in NAMESPACES},
         network_policies=tuple(draw(network_policy(f"gen{i}")) for i in range(n)),
     )
+
+
+def anp_subject() -> st.SearchStrategy[Obj]:
+    ns_keys: Vocabulary = {**NS_KEYS, "kubernetes.io/metadata.name": NAMESPACES}
+    spaces, pods = selector(ns_keys), selector(POD_KEYS)
+    return st.one_of(
+        spaces.map(lambda n: {"namespaces": n}),
+        st.tuples(spaces, pods).map(lambda t: {"pods": {"namespaceSelector": t[0], "podSelector": t[1]}}),
+    )
+
+
+def anp_port() -> st.SearchStrategy[Obj]:
+    return st.sampled_from(
+        [{"portNumber": {"protocol": "TCP", "port": 8080}}, {"portNumber": {"protocol": "UDP", "port": 5353}},
+         {"portRange": {"protocol": "TCP", "start": 8500, "end": 9500}}, {"namedPort": "http"}]
+    )  # fmt: skip
+
+
+def anp_rule(direction: str, actions: tuple[str, ...], i: int) -> st.SearchStrategy[Obj]:
+    side = "from" if direction == "ingress" else "to"
+    return st.fixed_dictionaries(
+        {
+            "name": st.just(f"r{i}"),
+            "action": st.sampled_from(actions),
+            side: st.lists(anp_subject(), min_size=1, max_size=2),
+        },
+        optional={"ports": st.lists(anp_port(), min_size=1, max_size=2)},
+    )
+
+
+@st.composite
+def admin_policy(draw: st.DrawFn, name: str, priority: int | None) -> Obj:
+    """An AdminNetworkPolicy (priority given) or, priority None, the BaselineAdminNetworkPolicy."""
+    actions = ("Allow", "Deny", "Pass") if priority is not None else ("Allow", "Deny")
+    spec: Obj = {"subject": draw(anp_subject())}
+    if priority is not None:
+        spec["priority"] = priority
+    for d in ("ingress", "egress"):
+        n = draw(st.integers(0, 2))
+        if n:
+            spec[d] = [draw(anp_rule(d, actions, i)) for i in range(n)]
+    kind = "AdminNetworkPolicy" if priority is not None else "BaselineAdminNetworkPolicy"
+    return {
+        "apiVersion": "policy.networking.k8s.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+@st.composite
+def admin_scenarios(draw: st.DrawFn, pods: int) -> Scenario:
+    """A scenario with up to two ANPs (distinct priorities), maybe a BANP, and up to two NetworkPolicies."""
+    base = draw(scenarios(pods, max_policies=2))
+    # 100-199: above the platform's own project ANPs (49, 50), never equal (equal priorities are undefined)
+    priorities = draw(st.lists(st.integers(100, 199), min_size=0, max_size=2, unique=True))
+    anps = tuple(draw(admin_policy(f"gen-anp{i}", p)) for i, p in enumerate(priorities))
+    banp = draw(admin_policy("default", None)) if draw(st.booleans()) else None
+    return dataclasses.replace(base, admin_policies=anps, baseline=banp)

@@ -2,7 +2,8 @@
 
 Six pods (two per namespace gva/gvb/gvc, spread so every namespace spans two nodes) each echo TCP
 8080 and 9000 and UDP 5353 and declare the named port `http` (8080 on even pods, 9000 on odd).
-Hypothesis draws the pods' and namespaces' labels and up to three NetworkPolicies; they are
+Hypothesis draws the pods' and namespaces' labels and up to three NetworkPolicies (the second test:
+up to two NetworkPolicies, two AdminNetworkPolicies and a BaselineAdminNetworkPolicy); they are
 written to the cluster's API, netpol-controller translates them, and once the NB has settled and
 every chassis has it (ovn-nbctl --wait=hv sync), every ordered pod pair is probed on the three
 ports at once. Every probe must give the evaluator's answer (tests/netpol_reference.py): a
@@ -18,6 +19,7 @@ example on the 3-node cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -33,7 +35,7 @@ from tests.integration.cluster.kube import Api, namespace, nbctl
 from tests.integration.controllers.netpol.traffic import EchoServers, reaches
 from tests.netpol_reference import Pod as ModelPod
 from tests.netpol_reference import World, allowed
-from tests.policy_scenarios import NAMESPACES, TCP_PORTS, UDP_PORTS, Scenario, scenarios
+from tests.policy_scenarios import NAMESPACES, TCP_PORTS, UDP_PORTS, Scenario, admin_scenarios, scenarios
 
 pytestmark = [pytest.mark.root, pytest.mark.ovn]
 EXAMPLES = int(os.environ.get("K8SHOST_MODEL_EXAMPLES", "12"))
@@ -115,21 +117,21 @@ def _apply(api: Api, cluster: Cluster, pods: list[Pod], sc: Scenario) -> None:
     for pod, want in zip(pods, sc.pod_labels, strict=True):
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
         _set_labels(api, path, _labels(api, path), want)
-    for p in sc.network_policies:
+    for p in (*sc.network_policies, *sc.admin_policies, *([sc.baseline] if sc.baseline else [])):
         api.create(p)
     time.sleep(0.3)  # the informers' events reach the controller's queue
     _settle(cluster)
 
 
 def _cleanup(api: Api, sc: Scenario) -> None:
-    for p in sc.network_policies:
-        api.delete("NetworkPolicy", p["metadata"]["namespace"], p["metadata"]["name"])
+    for p in (*sc.network_policies, *sc.admin_policies, *([sc.baseline] if sc.baseline else [])):
+        api.delete(p["kind"], p["metadata"].get("namespace", ""), p["metadata"]["name"])
 
 
 def _model(pods: list[Pod], sc: Scenario) -> tuple[World, list[ModelPod]]:
     mp = [ModelPod(p.namespace, p.name, labels, p.ip, {"http": ("TCP", _named(i))})
           for i, (p, labels) in enumerate(zip(pods, sc.pod_labels, strict=True))]  # fmt: skip
-    return World(mp, sc.ns_labels, list(sc.network_policies)), mp
+    return World(mp, sc.ns_labels, list(sc.network_policies), list(sc.admin_policies), sc.baseline), mp
 
 
 def _probe(src: Pod, dst: Pod, proto: str, port: int) -> bool:
@@ -157,19 +159,52 @@ def _mismatches(pods: list[Pod], sc: Scenario, tally: list[int]) -> list[str]:
 
 
 def test_generated_networkpolicies_match_the_model(cluster: Cluster, api: Api, layout: list[Pod]) -> None:
+    _check_generated(cluster, api, layout, scenarios(len(layout)))
+
+
+def test_generated_admin_policies_match_the_model(cluster: Cluster, api: Api, layout: list[Pod]) -> None:
+    """AdminNetworkPolicies (Allow/Deny/Pass by priority), a BaselineAdminNetworkPolicy and
+    NetworkPolicies together. Admin policies already in the cluster (the platform's project
+    isolation, when another test left projects) join the model; a generated BANP is left out while
+    the platform's `default` exists (there is one BANP)."""
+    _check_generated(cluster, api, layout, admin_scenarios(len(layout)))
+
+
+def _existing_admin(api: Api) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    base = "/apis/policy.networking.k8s.io/v1alpha1"
+    anps = api.client.request("GET", f"{base}/adminnetworkpolicies")["items"]
+    banps = api.client.request("GET", f"{base}/baselineadminnetworkpolicies")["items"]
+    return anps, (banps[0] if banps else None)
+
+
+def _prepare(api: Api, sc: Scenario) -> tuple[Scenario, Scenario]:
+    """(what to create, what the model judges by): the cluster's own admin policies join the model;
+    a generated BANP is not created while the cluster has one."""
+    anps, banp = _existing_admin(api)
+    taken = {int(a["spec"]["priority"]) for a in anps}
+    assert not taken & {int(a["spec"]["priority"]) for a in sc.admin_policies}, taken
+    create = dataclasses.replace(sc, baseline=None) if banp is not None else sc
+    model = dataclasses.replace(
+        create, admin_policies=(*anps, *sc.admin_policies), baseline=banp or create.baseline
+    )
+    return create, model
+
+
+def _check_generated(cluster: Cluster, api: Api, layout: list[Pod], strategy: Any) -> None:
     started, examples, tally = time.monotonic(), [], [0, 0]  # probes, of which the model denies
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, phases=PHASES,
               suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(sc=scenarios(len(layout)))
+    @given(sc=strategy)
     def check(sc: Scenario) -> None:
         examples.append(sc)
+        create, model = _prepare(api, sc)
         try:
-            _apply(api, cluster, layout, sc)
-            wrong = _mismatches(layout, sc, tally)
+            _apply(api, cluster, layout, create)
+            wrong = _mismatches(layout, model, tally)
         finally:
-            _cleanup(api, sc)
-        assert not wrong, {"mismatches": wrong, "scenario": sc}
+            _cleanup(api, create)
+        assert not wrong, {"mismatches": wrong, "scenario": create}
 
     check()
     spent = time.monotonic() - started
