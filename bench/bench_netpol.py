@@ -6,7 +6,8 @@ netns through the CNI: a client and a TCP echo target. The reconciler is the con
 (NetpolReconciler: parse, join pods to ports, translate, one NB transaction) on in-memory caches;
 enforcement is measured from the start of the reconcile to the start of the client's first
 refused connection (50 ms probes). Then the same end to end (bench/netpol_e2e.py): the
-netpol-controller app on the Kubernetes API double, from the API write to the first refusal.
+netpol-controller app on the Kubernetes API double, from the API write to the first refusal. Then
+AdminNetworkPolicy at 100 namespaces (bench/netpol_anp.py).
 
     flock /tmp/k8shost-ovn.lock make bench BENCH=netpol
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_cni import fmt, pct
+from bench.netpol_anp import anp_bench
 from bench.netpol_e2e import Inputs, end_to_end
 from controllers.machinery import Store
 from controllers.netpol.ovn_apply import PolicyNorthbound
@@ -164,6 +166,7 @@ def run(tmp: Path, node: Node) -> None:
         scale = [p for p in policies.list() if p["metadata"]["namespace"] != "npbench"]
         ips = {"npbench/client": client[1], "npbench/target": target[1]}
         end_to_end(tmp, Inputs(node, pods, namespaces, scale, ips, probe, ROUNDS))
+        anp_bench(node, nb, policies, pods, namespaces, probe, ROUNDS, nbctl, pod)  # at 100 namespaces
         servers.close()
     finally:
         nb.close()

@@ -15,15 +15,28 @@ enforced, so a minted IAM token is authorized as that user (the admin's static t
 
 `audit_log=True` makes it write every request to `<run>/kubeapi/audit.log` as kube-apiserver's
 `--audit-log-path` does (node.env: KUBE_AUDIT_LOG; read it with nodeenv/kubeapi/auditlog.py).
+The AdminNetworkPolicy CRDs of daemonsets/policy/ are installed once it answers.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 from nodeenv.daemons import http_ready, start_foreground, wait_for
 from nodeenv.node import Node
+
+POLICY_CRDS = Path(__file__).parents[1] / "daemonsets" / "policy"
+
+
+def install_policy_crds(kubeconfig: Path) -> None:
+    """The AdminNetworkPolicy/BaselineAdminNetworkPolicy CRDs, as `kubectl apply -k daemonsets/...` installs
+    them on a cluster (netpol-controller enforces ANPs only when the API serves them)."""
+    files = [a for f in sorted(POLICY_CRDS.glob("policy.networking.k8s.io_*.yaml")) for a in ("-f", str(f))]
+    subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "create", *files], check=True,
+                   capture_output=True, timeout=60)  # fmt: skip
 
 
 class KubeApiComponent:
@@ -65,6 +78,7 @@ class KubeApiComponent:
             out["KUBE_AUDIT_LOG"] = str(kdir / "audit.log")
         for also in info.get("also", [])[:1]:
             out |= {"NODES_KUBECONFIG": also["kubeconfig"], "NODES_KUBE_API_URL": also["url"]}
+        install_policy_crds(Path(info["kubeconfig"]))
         return out
 
     def cleanup(self, node: Node) -> None:

@@ -142,8 +142,9 @@ def admin_policy(draw: st.DrawFn, name: str, priority: int | None) -> Obj:
 def admin_scenarios(draw: st.DrawFn, pods: int) -> Scenario:
     """A scenario with up to two ANPs (distinct priorities), maybe a BANP, and up to two NetworkPolicies."""
     base = draw(scenarios(pods, max_policies=2))
-    # 100-199: above the platform's own project ANPs (49, 50), never equal (equal priorities are undefined)
-    priorities = draw(st.lists(st.integers(100, 199), min_size=0, max_size=2, unique=True))
+    # 0-99 (what the translation applies), never the platform's own 49/50 (equal priorities are undefined)
+    free = [p for p in range(100) if p not in (49, 50)]
+    priorities = draw(st.lists(st.sampled_from(free), min_size=0, max_size=2, unique=True))
     anps = tuple(draw(admin_policy(f"gen-anp{i}", p)) for i, p in enumerate(priorities))
     banp = draw(admin_policy("default", None)) if draw(st.booleans()) else None
     return dataclasses.replace(base, admin_policies=anps, baseline=banp)

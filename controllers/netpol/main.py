@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from controllers.machinery import NAMESPACES, NETWORK_POLICIES, PODS, AppContext, ControllerApp
+from controllers.machinery import (
+    NAMESPACES,
+    NETWORK_POLICIES,
+    NODES,
+    PODS,
+    ApiException,
+    AppContext,
+    ControllerApp,
+)
+from controllers.netpol.admin_status import AdminStatus
+from controllers.netpol.adminpolicy import ADMIN_NETWORK_POLICIES, ANP_GROUP, BASELINE_ADMIN_NETWORK_POLICIES
 from controllers.netpol.ovn_apply import PolicyNorthbound
 from controllers.netpol.reconcile import (
     CLUSTER_KEY,
+    AdminStores,
     NetpolMetrics,
     NetpolReconciler,
     labels_changed,
     logging_changed,
+    node_changed,
     pod_changed,
 )
 from controllers.netpol.settings import PREFIX, NetpolSettings, add_arguments
 from ovnaccess import tls
+
+log = logging.getLogger(__name__)
 
 
 async def setup(ctx: AppContext) -> None:
@@ -31,8 +46,13 @@ async def setup(ctx: AppContext) -> None:
     ctx.on_cleanup(close)
     policies, pods, namespaces = ctx.informer(NETWORK_POLICIES), ctx.informer(PODS), ctx.informer(NAMESPACES)
     metrics = NetpolMetrics(ctx.metrics.registry)
+    admin, informers = None, []
+    if await _serves_admin_policies(ctx):
+        informers = [ctx.informer(ADMIN_NETWORK_POLICIES), ctx.informer(BASELINE_ADMIN_NETWORK_POLICIES)]
+        nodes = ctx.informer(NODES)
+        admin = AdminStores(informers[0].store, informers[1].store, nodes.store, AdminStatus(ctx.client))
     reconciler = NetpolReconciler(nb, policies.store, pods.store, namespaces.store, events=ctx.events,
-                                  priorities=s.priorities, metrics=metrics)  # fmt: skip
+                                  priorities=s.priorities, metrics=metrics, admin=admin)  # fmt: skip
     ctrl = ctx.controller("netpol", reconciler.reconcile, workers=1)
 
     def poke(*_: Any) -> None:
@@ -42,6 +62,10 @@ async def setup(ctx: AppContext) -> None:
         return lambda old, new: poke() if changed(old, new) else None
 
     policies.add_handler(poke, lambda old, new: poke(), poke)
+    for informer in informers:
+        informer.add_handler(poke, lambda old, new: poke() if _spec_changed(old, new) else None, poke)
+    if admin is not None:
+        nodes.add_handler(poke, when(node_changed), poke)
     pods.add_handler(poke, when(pod_changed), poke)
     namespaces.add_handler(poke, when(lambda o, n: labels_changed(o, n) or logging_changed(o, n)), poke)
     loop = asyncio.get_running_loop()
@@ -52,12 +76,32 @@ async def setup(ctx: AppContext) -> None:
     nb.on_change(nb_changed)
 
 
+async def _serves_admin_policies(ctx: AppContext) -> bool:
+    """Whether the API serves policy.networking.k8s.io/v1alpha1 (daemonsets/policy's CRDs installed);
+    without them NetworkPolicies are still enforced, and a restart picks the CRDs up."""
+    try:
+        await ctx.client.request("GET", f"/apis/{ANP_GROUP}/v1alpha1")
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        log.warning("the API does not serve %s/v1alpha1 (its CRDs are not installed): AdminNetworkPolicies "
+                    "are not enforced until netpol-controller restarts with them", ANP_GROUP)  # fmt: skip
+        return False
+    return True
+
+
+def _spec_changed(old: Any, new: Any) -> bool:
+    """Our own status writes do not wake a reconcile (a status someone else rewrote is mended at the next)."""
+    return bool(old.get("spec") != new.get("spec"))
+
+
 def make_app() -> ControllerApp:
     """A fresh app (tests run several in one process)."""
     return ControllerApp(
         "netpol-controller",
         setup,
-        description="Translate networking.k8s.io/v1 NetworkPolicies into OVN ACLs (one leader writes the NB)",
+        description="Translate NetworkPolicies, AdminNetworkPolicies and the BaselineAdminNetworkPolicy into "
+        "OVN ACLs (one leader writes the NB)",
         env_prefix=PREFIX,
         add_arguments=add_arguments,
     )

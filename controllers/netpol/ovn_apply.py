@@ -27,6 +27,7 @@ from ovnaccess.connection import OvsdbIdl, connect
 log = logging.getLogger(__name__)
 
 K_OWNER, K_KEY, K_TYPES = "k8shost.netpol.owner", "k8shost.netpol.key", "k8shost.netpol.types"
+K_REF = "k8shost.netpol.ref"
 OWNER = "netpol-controller"
 TABLES = {
     "Port_Group": ["name", "ports", "acls", "external_ids"],
@@ -125,7 +126,9 @@ def _acl_key(row: Any) -> Acl:
     after = dict(row.options).get("apply-after-lb") == "true"
     logged = row.log and row.name and row.severity
     log = AclLog(row.name[0], row.severity[0], row.meter[0] if row.meter else "") if logged else None
-    return Acl(row.direction, row.priority, row.match, row.action, after, log)
+    return Acl(
+        row.direction, row.priority, row.match, row.action, after, row.external_ids.get(K_REF, ""), log
+    )
 
 
 @dataclass
@@ -245,7 +248,7 @@ class _Apply(Command):  # type: ignore[misc]
             acl.action,
         )
         row.options = {"apply-after-lb": "true"} if acl.after_lb else {}
-        row.external_ids = {K_OWNER: OWNER, K_KEY: owner}
+        row.external_ids = {K_OWNER: OWNER, K_KEY: owner, **({K_REF: acl.ref} if acl.ref else {})}
         if acl.log is not None:
             row.log, row.name, row.severity, row.meter = (
                 True,

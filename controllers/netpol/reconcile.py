@@ -28,8 +28,16 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from controllers.machinery import EventRecorder, Store
+from controllers.machinery import EventRecorder, Kind, Store
 from controllers.netpol.acl_logging import ANNOTATION, LogSetting, setting_or_off
+from controllers.netpol.admin_status import AdminStatus
+from controllers.netpol.admin_translate import NodeInfo, Outcome, translate_admin
+from controllers.netpol.adminpolicy import (
+    ADMIN_NETWORK_POLICIES,
+    BASELINE_ADMIN_NETWORK_POLICIES,
+    AdminPolicy,
+    parse_admin,
+)
 from controllers.netpol.ovn_apply import ApplyStats, PortInfo
 from controllers.netpol.policy import InvalidPolicy, NetworkPolicy, parse_policy
 from controllers.netpol.translate import DEFAULT_PRIORITIES, Desired, Frozen, Member, Priorities, translate
@@ -68,9 +76,11 @@ class NetpolReconciler:
         events: EventRecorder | None = None,
         priorities: Priorities = DEFAULT_PRIORITIES,
         metrics: NetpolMetrics | None = None,
+        admin: AdminStores | None = None,
     ) -> None:
         self.nb, self.policies, self.pods, self.namespaces = nb, policies, pods, namespaces
         self.events, self.priorities, self.metrics = events, priorities, metrics
+        self.admin = admin
         self._reported: dict[str, str] = {}
         self.last: ApplyStats | None = None
 
@@ -88,7 +98,15 @@ class NetpolReconciler:
             desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, previous=previous,
                                          prio=self.priorities, logging=logs)  # fmt: skip
         await self._report(skipped)
+        outcomes: dict[str, Outcome] = {}
+        if self.admin is not None:
+            policies, outcomes = self.admin.parsed()
+            outcomes |= translate_admin(
+                desired, policies, members, labels, self.admin.nodes(), prio=self.priorities
+            )
         self.last = await asyncio.to_thread(self.nb.apply, desired, set(skipped))
+        if self.admin is not None:
+            await self.admin.publish(outcomes)
         if self.metrics is not None:
             self.metrics.apply.observe(time.monotonic() - started)
             self.metrics.invalid.set(len(skipped))
@@ -143,6 +161,49 @@ class NetpolReconciler:
         self._reported = dict(skipped)
 
 
+class AdminStores:
+    """The AdminNetworkPolicy, BaselineAdminNetworkPolicy and Node caches, and where their status goes."""
+
+    def __init__(self, anps: Store, banps: Store, nodes: Store, status: AdminStatus | None) -> None:
+        self.anps, self.banps, self._nodes, self.status = anps, banps, nodes, status
+
+    def _objects(self) -> list[tuple[Kind, dict[str, Any]]]:
+        return [(ADMIN_NETWORK_POLICIES, o) for o in self.anps.list()] + [
+            (BASELINE_ADMIN_NETWORK_POLICIES, o) for o in self.banps.list()
+        ]
+
+    def parsed(self) -> tuple[list[AdminPolicy], dict[str, Outcome]]:
+        """The policies that parse, and the outcome of those that do not."""
+        out, failed = [], {}
+        for kind, obj in self._objects():
+            try:
+                out.append(parse_admin(obj, baseline=kind is BASELINE_ADMIN_NETWORK_POLICIES))
+            except InvalidPolicy as e:
+                failed[_key(kind, obj)] = Outcome(False, "SetupFailed", f"not applied: {e}")
+        return out, failed
+
+    def nodes(self) -> list[NodeInfo]:
+        out = []
+        for o in self._nodes.list():
+            addrs = (o.get("status") or {}).get("addresses") or []
+            ips = tuple(a["address"] for a in addrs if a.get("type") in ("InternalIP", "ExternalIP"))
+            out.append(NodeInfo(o["metadata"]["name"], dict(o["metadata"].get("labels") or {}), ips))
+        return out
+
+    async def publish(self, outcomes: Mapping[str, Outcome]) -> None:
+        if self.status is None:
+            return
+        for kind, obj in self._objects():
+            outcome = outcomes.get(_key(kind, obj))
+            if outcome is not None:
+                await self.status.publish(kind, obj, outcome)
+
+
+def _key(kind: Kind, obj: Mapping[str, Any]) -> str:
+    prefix = "banp" if kind is BASELINE_ADMIN_NETWORK_POLICIES else "anp"
+    return f"{prefix}:{obj['metadata']['name']}"
+
+
 def pod_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Only what the translation reads: labels, addresses, container ports."""
     a, b = Pod.from_dict(old), Pod.from_dict(new)
@@ -157,3 +218,12 @@ def logging_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """The namespace's verdict-logging annotation (acl_logging.ANNOTATION)."""
     a, b = ((o.get("metadata", {}).get("annotations") or {}).get(ANNOTATION) for o in (old, new))
     return a != b
+
+
+def node_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """A Node's labels or addresses (the ANP `nodes` peer); not its heartbeats."""
+
+    def addresses(o: Mapping[str, Any]) -> Any:
+        return (o.get("status") or {}).get("addresses")
+
+    return labels_changed(old, new) or addresses(old) != addresses(new)

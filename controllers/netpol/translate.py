@@ -51,6 +51,8 @@ class Acl:
     match: str
     action: str
     after_lb: bool = False
+    ref: str = ""
+    """The admin policy rule it comes from (external_ids k8shost.netpol.ref): anp:NAME/ingress/0/Deny/RULE."""
     log: AclLog | None = None
     """Verdict logging (acl_logging): the ACL's name, severity and meter; None: not logged."""
 
@@ -197,7 +199,7 @@ def _deny_group(ns: str, d: Direction, lsps: set[str], prio: Priorities, logs: L
             Acl("to-lport", prio.allow, f"outport == @{name} && ip4.src == ${NODES_SET}", "allow-related"),
         }
     else:
-        acls = {Acl("from-lport", prio.deny, f"inport == @{name} && ip", "drop", True, drop_log)}
+        acls = {Acl("from-lport", prio.deny, f"inport == @{name} && ip", "drop", True, log=drop_log)}
     return PortGroup(name, f"namespace:{ns}", frozenset(lsps), frozenset(acls), d)
 
 
@@ -218,7 +220,7 @@ def _policy(
             port_side = f"outport == @{name}" if d == "Ingress" else f"inport == @{name}"
             direction = "to-lport" if d == "Ingress" else "from-lport"
             match = f"{port_side} && {match}"
-            acls.add(Acl(direction, prio.allow, match, "allow-related", d == "Egress", allow_log))
+            acls.add(Acl(direction, prio.allow, match, "allow-related", d == "Egress", log=allow_log))
     lsps = frozenset(m.lsp for m in selected)
     return PortGroup(name, p.key, lsps, frozenset(acls), ",".join(sorted(p.types))), sets
 

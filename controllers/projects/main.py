@@ -1,17 +1,22 @@
-"""project-controller: RBAC, quotas, limits and default NetworkPolicies for PlasmaCloud project namespaces."""
+"""project-controller: RBAC, quotas, limits and default NetworkPolicies for PlasmaCloud project namespaces,
+and the AdminNetworkPolicies/BaselineAdminNetworkPolicy isolating projects (admin_policies.py)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controllers.machinery import NAMESPACES, AppContext, ControllerApp
+from controllers.machinery import NAMESPACES, ApiException, AppContext, ControllerApp, Informer
+from controllers.netpol.adminpolicy import ADMIN_NETWORK_POLICIES, ANP_GROUP, BASELINE_ADMIN_NETWORK_POLICIES
+from controllers.projects.admin_policies import AdminPolicySync
 from controllers.projects.reconcile import ProjectReconciler
 from controllers.projects.template import KINDS, MANAGED_BY, MANAGER, ProjectTemplate
 
 PREFIX = "PROJECTS_"
+log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -27,6 +32,7 @@ async def setup(ctx: AppContext) -> None:
     reconciler = ProjectReconciler(ctx.client, namespaces.store, {k: i.store for k, i in owned.items()},
                                    template, ctx.events)  # fmt: skip
     ctrl = ctx.controller("projects", reconciler.reconcile, lookup=namespaces.store.get_by_key)
+    await _admin_policies(ctx, namespaces, template)
 
     def by_namespace(obj: Any) -> None:
         ctrl.enqueue(obj["metadata"]["namespace"])
@@ -34,6 +40,30 @@ async def setup(ctx: AppContext) -> None:
     namespaces.add_handler(ctrl.enqueue_object, lambda old, new: ctrl.enqueue_object(new), lambda o: None)
     for informer in owned.values():
         informer.add_handler(by_namespace, lambda old, new: by_namespace(new), by_namespace)
+
+
+async def _admin_policies(ctx: AppContext, namespaces: Informer, template: ProjectTemplate) -> None:
+    """The projects' AdminNetworkPolicies and the BaselineAdminNetworkPolicy (admin_policies.py), when
+    the API serves their CRDs; one reconcile of the whole set per change."""
+    try:
+        await ctx.client.request("GET", f"/apis/{ANP_GROUP}/v1alpha1")
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        log.warning("the API does not serve %s/v1alpha1: projects are isolated by their NetworkPolicies only",
+                    ANP_GROUP)  # fmt: skip
+        return
+    label = f"{MANAGED_BY}={MANAGER}"
+    anps = ctx.informer(ADMIN_NETWORK_POLICIES, label_selector=label)
+    banps = ctx.informer(BASELINE_ADMIN_NETWORK_POLICIES, label_selector=label)
+    sync = AdminPolicySync(ctx.client, namespaces.store, anps.store, banps.store, template)
+    ctrl = ctx.controller("project-admin-policies", sync.reconcile, workers=1)
+
+    def poke(*_: Any) -> None:
+        ctrl.enqueue("cluster")
+
+    for informer in (namespaces, anps, banps):
+        informer.add_handler(poke, lambda old, new: poke(), poke)
 
 
 def make_app() -> ControllerApp:

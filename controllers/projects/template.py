@@ -76,6 +76,13 @@ class ProjectTemplate:
     dns_ip_blocks: list[str] = field(default_factory=lambda: ["10.96.0.10/32"])
     """Where DNS is not a pod of dns_namespace (a host-network server, the node environment's
     10.96.0.10 on the node): these CIDRs are allowed on the DNS port too."""
+    isolation_priority: int = 50
+    """The AdminNetworkPolicy priority of each project's isolation (admin_policies.py); the DNS
+    exception takes the one before it. Cluster admins' own ANPs above 49 come before both."""
+    api_ip_blocks: list[str] = field(default_factory=list)
+    """kube-apiserver's addresses (after the Service's load balancing): allowed on api_port to every
+    project pod by the platform's DNS/API AdminNetworkPolicy; none by default."""
+    api_port: int = 6443
 
     @classmethod
     def load(cls, path: Path | None) -> Self:

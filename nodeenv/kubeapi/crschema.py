@@ -8,7 +8,8 @@ or an `additionalProperties` schema, and apiVersion/kind/metadata at the root an
 `x-kubernetes-int-or-string`), required, enum, minimum/maximum, minLength/maxLength, minItems/maxItems,
 pattern, with the apiserver's messages (`driver: Required value`, `spec.replicas: Invalid value:
 "string": spec.replicas in body must be of type integer: "string"`, `Unsupported value`).
-Simplified: no CEL rules (x-kubernetes-validations), formats or list-type uniqueness checks.
+CEL rules (x-kubernetes-validations) are crcel.py's, run when these checks pass.
+Simplified: no formats or list-type uniqueness checks.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodeenv.kubeapi import crds, crschema, storagekinds, volumekinds, workloads
+from nodeenv.kubeapi import crcel, crds, crschema, storagekinds, volumekinds, workloads
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.validation import endpoint_slice_causes, metadata_causes
 
@@ -61,7 +61,7 @@ def prepare_create(kind: Kind, obj: Obj) -> None:
 def causes(kind: Kind, obj: Obj, old: Obj | None) -> list[Cause]:
     out = metadata_causes(obj["metadata"])
     if kind.schema is not None:
-        return out + crschema.causes(kind.schema, obj)
+        return out + (crschema.causes(kind.schema, obj) or crcel.cel_causes(kind.schema, obj))
     if kind.kind == "EndpointSlice":
         out += endpoint_slice_causes(obj, old)
     elif (kind.group, kind.kind) in _WORKLOADS:

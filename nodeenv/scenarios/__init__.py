@@ -1,6 +1,7 @@
 """Sandbox scenario parts, run in this order by `make sandbox`. Each module has run(Scenario)."""
 
 from nodeenv.scenarios import (
+    admin_policy,
     cni,
     csi,
     dataplane,
@@ -25,6 +26,7 @@ from nodeenv.scenarios import (
 
 SCENARIOS = (
     ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    admin_policy,  # after tenancy, on its pods: projects isolated by the platform's ANPs
     escapes, tenant_data, pod_security,
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     verdict_log,  # a policy drop in prismnet-agent's verdict log (JSON line) and counter

@@ -23,6 +23,9 @@ KINDS = {
     "Service": ("/api/v1", "services"),
     "EndpointSlice": ("/apis/discovery.k8s.io/v1", "endpointslices"),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
+    "Node": ("/api/v1", "nodes"),
+    "AdminNetworkPolicy": ("/apis/policy.networking.k8s.io/v1alpha1", "adminnetworkpolicies"),
+    "BaselineAdminNetworkPolicy": ("/apis/policy.networking.k8s.io/v1alpha1", "baselineadminnetworkpolicies"),
 }
 
 

@@ -90,3 +90,28 @@ def test_meter_rate_flag_refuses_zero() -> None:
     assert NetpolSettings.from_args(p.parse_args([])).acl_log_rate == 7
     with pytest.raises(ValueError, match="acl-log-rate"):
         NetpolSettings.from_args(p.parse_args(["--acl-log-rate", "0"]))
+
+
+def test_admin_policies_logged_by_their_own_annotation() -> None:
+    from controllers.netpol.admin_translate import admin_group, translate_admin
+    from controllers.netpol.adminpolicy import parse_admin
+
+    note = {ANNOTATION: '{"deny": "warning", "pass": "debug"}'}
+    members = [Member(namespace=n, name="p", labels={}, lsp=f"{n}-p", ips=(f"10.0.0.{i}",))
+               for i, n in enumerate(("a", "b"))]  # fmt: skip
+    peers = [{"namespaces": {}}]
+    logged = parse_admin({"metadata": {"name": "guard", "annotations": note}, "spec": {
+        "priority": 5, "subject": {"namespaces": {}},
+        "ingress": [{"name": "d", "action": "Deny", "from": peers},
+                    {"name": "p", "action": "Pass", "from": peers}],
+        "egress": [{"name": "a", "action": "Allow", "to": peers}]}}, baseline=False)  # fmt: skip
+    quiet = parse_admin({"metadata": {"name": "default"}, "spec": {
+        "subject": {"namespaces": {}}, "ingress": [{"name": "d", "action": "Deny", "from": peers}]}},
+        baseline=True)  # fmt: skip
+    desired, _ = translate([], members, {"a": {}, "b": {}}, [])
+    translate_admin(desired, [logged, quiet], members, {"a": {}, "b": {}}, [])
+    got = {(a.action, a.log) for a in desired.port_groups[admin_group("anp:guard")].acls}
+    assert ("drop", AclLog("anp//guard", "warning")) in got  # the Deny rule
+    assert ("allow-related", AclLog("anp//guard", "debug")) in got  # the Pass slot's fall-through
+    assert ("allow-related", None) in got  # the egress Allow: allow not asked for
+    assert all(a.log is None for a in desired.port_groups[admin_group("banp:default")].acls)

@@ -40,9 +40,12 @@ def test_netpol_controller_only_reads_what_it_translates() -> None:
     rules = docs("daemonsets/controllers/netpol.yaml")["ClusterRole"]["rules"]
     writes = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
               if set(rule["verbs"]) & {"create", "update", "patch", "delete"}}  # fmt: skip
-    assert writes == {("events.k8s.io", "events")}
+    anp = "policy.networking.k8s.io"  # only the status of the admin policies (their Ready condition)
+    assert writes == {("events.k8s.io", "events"), (anp, "adminnetworkpolicies/status"),
+                      (anp, "baselineadminnetworkpolicies/status")}  # fmt: skip
     reads = {r for rule in rules for r in rule["resources"] if "watch" in rule["verbs"]}
-    assert reads == {"networkpolicies", "pods", "namespaces"}
+    assert reads == {"networkpolicies", "pods", "namespaces", "nodes", "adminnetworkpolicies",
+                     "baselineadminnetworkpolicies"}  # fmt: skip
 
 
 def test_cluster_admin_role_is_the_specs() -> None:

@@ -1,0 +1,51 @@
+"""The platform's project isolation as admin policies (pure): what project-controller writes, and that
+the netpol translation reads it as meant (other projects denied, DNS allowed, the rest closed)."""
+
+from __future__ import annotations
+
+from controllers.netpol.admin_translate import admin_group, translate_admin
+from controllers.netpol.adminpolicy import BASELINE_ADMIN_NETWORK_POLICIES, parse_admin
+from controllers.netpol.translate import Desired, Member
+from controllers.projects.admin_policies import DNS_POLICY, desired, project_policy_name
+from controllers.projects.template import MANAGED_BY, MANAGER, PROJECT_LABEL, ProjectTemplate
+
+T = ProjectTemplate()
+
+
+def test_one_isolation_anp_per_project_the_dns_anp_and_the_banp() -> None:
+    got = desired(["p1", "p2", "p1"], T)
+    names = [(k.kind, b["metadata"]["name"]) for k, b in got]
+    assert names == [
+        ("AdminNetworkPolicy", "project-p1"),
+        ("AdminNetworkPolicy", "project-p2"),
+        ("AdminNetworkPolicy", DNS_POLICY),
+        ("BaselineAdminNetworkPolicy", "default"),
+    ]
+    assert all(b["metadata"]["labels"][MANAGED_BY] == MANAGER for _, b in got)
+    prio = {b["metadata"]["name"]: b["spec"].get("priority") for _, b in got}
+    assert prio[DNS_POLICY] < prio["project-p1"] == T.isolation_priority
+    assert desired([], T) == []
+
+
+def test_project_names_that_are_not_dns_labels_are_hashed() -> None:
+    assert project_policy_name("Proj_X").startswith("project-") and "_" not in project_policy_name("Proj_X")
+
+
+def test_the_translation_denies_other_projects_allows_dns_and_closes_the_rest() -> None:
+    spaces = {"a": {PROJECT_LABEL: "p1"}, "b": {PROJECT_LABEL: "p2"}, "kube-system": {}}
+    members = [
+        Member(namespace=n, name="x", labels={}, lsp=f"{n}-x", ips=(ip,))
+        for n, ip in (("a", "10.0.1.2"), ("b", "10.0.2.2"), ("kube-system", "10.0.3.2"))
+    ]
+    policies = [
+        parse_admin(b, baseline=k is BASELINE_ADMIN_NETWORK_POLICIES) for k, b in desired(["p1", "p2"], T)
+    ]
+    out = Desired()
+    outcomes = translate_admin(out, policies, members, spaces, [])
+    assert all(o.ready for o in outcomes.values()), outcomes
+    sets = {s.name: s.addresses for s in out.address_sets.values()}
+    assert sets[f"{admin_group('anp:project-p1')}_in0_v4"] == {"10.0.2.2"}  # p2's pods, not kube-system's
+    assert sets[f"{admin_group('anp:' + DNS_POLICY)}_eg0_v4"] == {"10.0.3.2", "10.96.0.10/32"}
+    assert out.port_groups[admin_group("banp:default")].ports == {"a-x", "b-x"}
+    dns = {a.action for a in out.port_groups[admin_group("anp:" + DNS_POLICY)].acls}
+    assert dns == {"allow-related"}
