@@ -90,3 +90,19 @@ def test_pod_updates_that_do_not_matter_are_ignored() -> None:
     assert not pod_changed(a, b)
     assert pod_changed(a, pod("web", {"app": "db"}, "10.0.0.5"))
     assert pod_changed(a, pod("web", {"app": "web"}, "10.0.0.7"))
+
+
+async def test_namespace_annotation_logs_its_acls_and_its_change_reconciles() -> None:
+    from controllers.netpol.acl_logging import ANNOTATION
+    from controllers.netpol.reconcile import logging_changed
+
+    nb = FakeNorthbound()
+    pols, pods, nss = stores(policy("p", ingress=[{}]))
+    plain = {"metadata": {"name": "a", "labels": {"team": "x"}}}
+    annotated = {"metadata": {**plain["metadata"], "annotations": {ANNOTATION: '{"deny": "alert"}'}}}
+    nss.upsert(annotated)
+    await NetpolReconciler(nb, pols, pods, nss).reconcile("cluster")
+    desired = nb.applied[-1][0]
+    logged = [a.log for pg in desired.port_groups.values() for a in pg.acls if a.log is not None]
+    assert [(x.name, x.severity) for x in logged] == [("np-deny/a/Ingress", "alert")]
+    assert logging_changed(plain, annotated) and not logging_changed(annotated, annotated)
