@@ -36,6 +36,7 @@ from cni.management import ensure_management_port
 from cni.ovn import OvsPorts, connect
 from cni.ovn_nb import Northbound
 from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
+from cni.port_namespaces import PortNamespaces
 from cni.settings import AgentSettings
 from cni.verdict_events import DropEvents
 from cni.verdicts import VerdictCounters, follow
@@ -152,7 +153,8 @@ async def run(s: AgentSettings) -> int:
     if s.acl_log_file:  # independent of OVS being up: lines are read as ovn-controller writes them
         counters = VerdictCounters(metrics.registry, s.verdict_series)
         events = await _drop_events(s)
-        verdicts = asyncio.create_task(follow(Path(s.acl_log_file), counters, stop, events=events))
+        own_ports = PortNamespaces(lambda: started[0]._a.nb.owned_ports(started[0].node) if started else [])
+        verdicts = asyncio.create_task(follow(Path(s.acl_log_file), counters, stop, own_ports, events=events))
     try:
         refresh: list[Callable[[], object]] = []
         service = await _start(s, startup, dbs, refresh)

@@ -111,3 +111,25 @@ def test_agent_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         AgentSettings.from_argv(["--verdict-series", "0"], {})
     assert "verdict-series must be at least 1" in capsys.readouterr().err
+
+
+def test_namespace_of_a_cluster_scoped_policys_verdict() -> None:
+    from cni.ovn import Lsp
+    from cni.port_namespaces import PortNamespaces
+
+    now, reads = [0.0], []
+
+    def ports() -> list[Lsp]:
+        reads.append(now[0])
+        return [Lsp(name="web-c1", switch="k8s-t1", addresses=("0a:58:0a:f4:02:07 10.244.2.7",),
+                    dynamic_addresses="", up=True, external_ids={"prismnet.namespace": "t1"})]  # fmt: skip
+
+    lookup = PortNamespaces(ports, clock=lambda: now[0])
+    assert lookup("10.244.2.7") == "t1" and lookup("10.244.2.7") == "t1" and reads == [0.0]
+    assert lookup("10.244.9.9") == "" and reads == [0.0]  # a miss within REFRESH reads nothing
+    now[0] = 5.0
+    assert lookup("10.244.9.9") == "" and reads == [0.0, 5.0]
+    reg = CollectorRegistry()
+    anp_line = TCP.replace('name="np-deny/t1/Ingress"', 'name="anp//deny-all"')
+    (v,) = handle([anp_line], VerdictCounters(reg), lookup)
+    assert (v.kind, v.namespace, v.policy) == ("anp", "t1", "deny-all")
