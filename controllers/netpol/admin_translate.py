@@ -5,7 +5,7 @@ OVN 23.03's northbound schema (7.0.0) has no ACL `tier` column and no `pass` act
 23.06), so precedence is expressed by ACL priority bands in each direction's ACL stage (ingress
 `to-lport`; egress `from-lport` applied after the load balancer, as NetworkPolicy's egress):
 
-    ANP band      30000 downwards   every ANP rule, by (ANP priority, ANP name, rule index)
+    ANP band      30000 downwards   ANP priority p: 289 priorities from 30000 - 289p; its rules in order
     NetworkPolicy 1001 / 1000       allow-related / default-deny drop (translate.py, --allow/--deny-priority)
     BANP band     999 downwards     the BANP's rules in order
     below         nothing           default allow
@@ -23,9 +23,10 @@ lower precedence never see it, and the result is what NetworkPolicy and BANP wou
 the slot's ACLs grow with the NetworkPolicy ACLs of the subject's namespaces.
 
 Limits of the bands: ANP priorities 0-99 (higher is refused with a status condition, as
-ovn-kubernetes does); the band holds (30000 - 1002) priorities for all ANP rules and Pass slots
-together, and an ANP that does not fit is not applied (status says so); ANPs sharing a priority are
-ordered by name (the API leaves that undefined; the status says which ANPs share it).
+ovn-kubernetes does); one ANP's rules and Pass slots must fit its priority's 289 (else it is not
+applied, status says so); ANPs sharing a priority share its band, rule i of each at the same ACL
+priority (the API leaves their order undefined; the status says which ANPs share it). Fixed bands
+keep every other ANP's ACLs untouched when one ANP comes, changes or goes.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ from controllers.netpol.translate import (
 
 ANP_TOP = 30000
 MAX_PRIORITY = 99
+STRIDE = 289
+PEERS_OWNER = "anp-peers"
+"""ACL priorities of one ANP priority's band: (30000 - 1002) // 100, so band p is 30000 - 289p downwards
+and adding, changing or removing an ANP never moves another priority's ACLs."""
 DIRECTIONS: tuple[Direction, ...] = ("Ingress", "Egress")
 
 
@@ -95,18 +100,26 @@ class _Admin:
     def subject(self, p: AdminPolicy) -> list[Member]:
         s = p.subject
         pods = s.pod_selector
-        return [m for n in self._namespaces(s.namespace_selector) for m in self.world.by_ns.get(n, ())
-                if pods is None or pods.matches(m.labels)]  # fmt: skip
+        return [
+            m
+            for n in self.namespaces(s.namespace_selector)
+            for m in self.world.by_ns.get(n, ())
+            if pods is None or pods.matches(m.labels)
+        ]
 
-    def _namespaces(self, sel: Selector | None) -> list[str]:
+    def namespaces(self, sel: Selector | None) -> list[str]:
         return [n for n, lab in self.world.ns_labels.items() if sel is None or sel.matches(lab)]
 
     def peer_pods(self, peer: AdminPeer) -> list[Member]:
         if peer.kind not in ("namespaces", "pods"):
             return []
         sel = peer.pod_selector
-        return [m for n in self._namespaces(peer.namespace_selector) for m in self.world.by_ns.get(n, ())
-                if sel is None or sel.matches(m.labels)]  # fmt: skip
+        return [
+            m
+            for n in self.namespaces(peer.namespace_selector)
+            for m in self.world.by_ns.get(n, ())
+            if sel is None or sel.matches(m.labels)
+        ]
 
     def peer_addresses(self, peer: AdminPeer) -> tuple[set[str], set[str]]:
         """(IPv4 addresses and CIDRs, IPv6 ones) of one peer."""
@@ -137,11 +150,12 @@ class _Admin:
                 a4, a6 = self.peer_addresses(peer)
                 v4 |= a4
                 v6 |= a6
-            out.sets.append(AddressSet(f"{tag}_v4", "", frozenset(v4)))
-            terms.append(f"ip4.{side} == ${tag}_v4")
+            shared = peers_set(rule.peers)  # one set per distinct peer list, whatever ANP names it
+            out.sets.append(AddressSet(f"{shared}_v4", PEERS_OWNER, frozenset(v4)))
+            terms.append(f"ip4.{side} == ${shared}_v4")
             if v6:
-                out.sets.append(AddressSet(f"{tag}_v6", "", frozenset(v6)))
-                terms.append(f"ip6.{side} == ${tag}_v6")
+                out.sets.append(AddressSet(f"{shared}_v6", PEERS_OWNER, frozenset(v6)))
+                terms.append(f"ip6.{side} == ${shared}_v6")
         peers = _any(terms) if terms else "ip"
         targets = selected if d == "Ingress" else [m for p in rule.peers for m in self.peer_pods(p)]
         port_terms: list[str] = []
@@ -158,6 +172,12 @@ class _Admin:
         parts = [port_side, peers] + ([_any(port_terms)] if port_terms else [])
         out.match = " && ".join(parts)
         return out
+
+
+def peers_set(peers: tuple[AdminPeer, ...]) -> str:
+    """The address set of a rule's peers, named by the peers themselves: the "every project" peer of a
+    hundred project ANPs is one set, and its members change in place."""
+    return ident("pn_anp_peers", repr(peers))
 
 
 def _resolve(world: _World, name: str, targets: Sequence[Member]) -> dict[tuple[str, int], set[str]]:
@@ -198,6 +218,27 @@ def _np_layers(out: Desired, prio: Priorities) -> dict[tuple[str, str], list[tup
     return layers
 
 
+class AdminCache:
+    """The ANPs as translated by earlier reconciles, reused while the policy, the pods, namespaces and
+    nodes it selects from, and (for a Pass rule) the NetworkPolicy and BANP layers it copies are the
+    same: one ANP changed among a hundred is one translated."""
+
+    def __init__(self) -> None:
+        self.world: tuple[object, ...] = ()
+        self.subjects: dict[object, tuple[str, ...]] = {}
+        self.entries: dict[tuple[object, ...], tuple[PortGroup, list[AddressSet], dict[Direction, int]]] = {}
+
+
+def _world_key(
+    members: Sequence[Member], namespaces: Mapping[str, Mapping[str, str]], nodes: Sequence[NodeInfo]
+) -> tuple[object, ...]:
+    return (
+        tuple((m.namespace, m.name, m.lsp, m.ips, tuple(sorted(m.labels.items())), m.ports) for m in members),
+        tuple(sorted((n, tuple(sorted(lab.items()))) for n, lab in namespaces.items())),
+        tuple((n.name, tuple(sorted(n.labels.items())), n.addresses) for n in nodes),
+    )
+
+
 def translate_admin(
     out: Desired,
     policies: Sequence[AdminPolicy],
@@ -206,10 +247,15 @@ def translate_admin(
     nodes: Sequence[NodeInfo],
     *,
     prio: Priorities = DEFAULT_PRIORITIES,
+    cache: AdminCache | None = None,
 ) -> dict[str, Outcome]:
     """Add the ANPs' and the BANP's rows to `out` (the NetworkPolicies' desired state, complete);
     {policy key: outcome} for every policy given."""
     admin = _Admin(_World(members, namespaces), nodes)
+    cache = cache or AdminCache()
+    world = _world_key(members, namespaces, nodes)
+    if cache.world != world:
+        cache.world, cache.entries, cache.subjects = world, {}, {}
     outcomes: dict[str, Outcome] = {}
     banp = next((p for p in policies if p.baseline), None)
     banp_rules: dict[Direction, list[Acl]] = {"Ingress": [], "Egress": []}
@@ -217,40 +263,77 @@ def translate_admin(
         banp_rules = _baseline(out, admin, banp, prio)
         outcomes[banp.key] = _ready(banp, sum(len(v) for v in banp_rules.values()))
     np_layers = _np_layers(out, prio)
+    banp_key = (tuple(banp_rules["Ingress"]), tuple(banp_rules["Egress"]))
     anps = sorted((p for p in policies if not p.baseline), key=lambda p: (p.priority or 0, p.name))
     by_priority: dict[int, list[str]] = defaultdict(list)
     for p in anps:
         by_priority[p.priority or 0].append(p.name)
-    cursor = {d: ANP_TOP for d in DIRECTIONS}
-    floor = prio.allow + 1
+    used_entries: dict[tuple[object, ...], tuple[PortGroup, list[AddressSet], dict[Direction, int]]] = {}
     for p in anps:
         assert p.priority is not None
         if p.priority > MAX_PRIORITY:
-            outcomes[p.key] = Outcome(False, "SetupFailed", f"priority {p.priority} is above {MAX_PRIORITY}, "
-                                      f"the highest this implementation supports: not applied")  # fmt: skip
+            outcomes[p.key] = Outcome(
+                False,
+                "SetupFailed",
+                f"priority {p.priority} is above {MAX_PRIORITY}, "
+                f"the highest this implementation supports: not applied",
+            )
             continue
-        pg, sets, used = _anp(admin, p, cursor, banp_rules, np_layers)
-        if any(cursor[d] - used[d] < floor for d in DIRECTIONS):
-            outcomes[p.key] = Outcome(False, "SetupFailed", "the ACL priority band is full "
-                                      f"(priorities {floor}-{ANP_TOP}): not applied")  # fmt: skip
+        passes = any(r.action == "Pass" for d in DIRECTIONS for r in p.rules(d))
+        key = (p, _layers_key(admin, cache, p, np_layers, banp_key) if passes else None)
+        hit = cache.entries.get(key) or _anp(admin, p, ANP_TOP - p.priority * STRIDE, banp_rules, np_layers)
+        used_entries[key] = hit
+        pg, sets, used = hit
+        if any(used[d] > STRIDE for d in DIRECTIONS):
+            outcomes[p.key] = Outcome(
+                False,
+                "SetupFailed",
+                f"its rules and Pass slots need {max(used.values())} "
+                f"ACL priorities, more than one ANP priority's band ({STRIDE}): not applied",
+            )
             continue
-        for d in DIRECTIONS:
-            cursor[d] -= used[d]
         out.port_groups[pg.name] = pg
         out.address_sets.update((s.name, s) for s in sets)
         outcome = _ready(p, len(pg.acls))
         shared = [n for n in by_priority[p.priority] if n != p.name]
         if shared and outcome.ready:
-            outcome = Outcome(True, outcome.reason, f"{outcome.message}; shares priority {p.priority} with "
-                              f"{', '.join(shared)} (ordered by name)")  # fmt: skip
+            outcome = Outcome(
+                True,
+                outcome.reason,
+                f"{outcome.message}; shares priority {p.priority} with "
+                f"{', '.join(shared)} (rules of equal index get equal ACL priorities: the API "
+                "leaves their order undefined)",
+            )
         outcomes[p.key] = outcome
+    cache.entries = used_entries
     return outcomes
+
+
+def _layers_key(
+    admin: _Admin,
+    cache: AdminCache,
+    p: AdminPolicy,
+    np_layers: Mapping[tuple[str, str], list[tuple[int, Acl]]],
+    banp_key: object,
+) -> object:
+    """What a Pass slot of `p` copies: the BANP and the NetworkPolicy ACLs of its subject's namespaces."""
+    spaces = cache.subjects.get(p.subject)
+    if spaces is None:
+        spaces = cache.subjects[p.subject] = tuple(admin.namespaces(p.subject.namespace_selector))
+    return banp_key, tuple(
+        (ns, d, tuple(sorted(np_layers.get((ns, d), ()), key=str)))
+        for ns in spaces
+        for d in ("to-lport", "from-lport")
+    )
 
 
 def _ready(p: AdminPolicy, acls: int) -> Outcome:
     if p.unsupported:
-        return Outcome(False, "SetupFailed", f"applied as {acls} OVN ACLs, but not supported (fail closed): "
-                       f"{', '.join(p.unsupported)}")  # fmt: skip
+        return Outcome(
+            False,
+            "SetupFailed",
+            f"applied as {acls} OVN ACLs, but not supported (fail closed): {', '.join(p.unsupported)}",
+        )
     return Outcome(True, "SetupSucceeded", f"applied as {acls} OVN ACLs")
 
 
@@ -263,7 +346,7 @@ def _baseline(out: Desired, admin: _Admin, p: AdminPolicy, prio: Priorities) -> 
         for i, rule in enumerate(p.rules(d)):
             tag = f"{name}_{'in' if d == 'Ingress' else 'eg'}{i}"
             c = admin.compile(tag, side, d, rule, selected)
-            out.address_sets.update((s.name, AddressSet(s.name, p.key, s.addresses)) for s in c.sets)
+            out.address_sets.update((s.name, _owned(s, p)) for s in c.sets)
             if c.match is not None:
                 acls[d].append(Acl(_acl_direction(d), prio.deny - 1 - i, c.match, _ACTIONS[rule.action],
                                    d == "Egress", _ref(p, d, i, rule), _log(p, rule.action)))  # fmt: skip
@@ -280,6 +363,10 @@ def _log(p: AdminPolicy, action: str) -> AclLog | None:
     return acl_log(p.logging, action.lower(), reference("banp" if p.baseline else "anp", "", p.name))
 
 
+def _owned(s: AddressSet, p: AdminPolicy) -> AddressSet:
+    return s if s.owner else AddressSet(s.name, p.key, s.addresses)
+
+
 def _ref(p: AdminPolicy, d: Direction, i: int, rule: AdminRule) -> str:
     return f"{p.key}/{d.lower()}/{i}/{rule.action}/{rule.name}"
 
@@ -287,7 +374,7 @@ def _ref(p: AdminPolicy, d: Direction, i: int, rule: AdminRule) -> str:
 def _anp(
     admin: _Admin,
     p: AdminPolicy,
-    cursor: Mapping[Direction, int],
+    band_top: int,
     banp_rules: Mapping[Direction, list[Acl]],
     np_layers: Mapping[tuple[str, str], list[tuple[int, Acl]]],
 ) -> tuple[PortGroup, list[AddressSet], dict[Direction, int]]:
@@ -304,8 +391,8 @@ def _anp(
         for i, rule in enumerate(p.rules(d)):
             tag = f"{name}_{'in' if d == 'Ingress' else 'eg'}{i}"
             c = admin.compile(tag, side, d, rule, selected)
-            sets += [AddressSet(s.name, p.key, s.addresses) for s in c.sets]
-            top, ref, log = cursor[d] - used[d], _ref(p, d, i, rule), _log(p, rule.action)
+            sets += [_owned(s, p) for s in c.sets]
+            top, ref, log = band_top - used[d], _ref(p, d, i, rule), _log(p, rule.action)
             if rule.action != "Pass":
                 used[d] += 1
                 if c.match is not None:

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from controllers.machinery import EventRecorder, Kind, Store
 from controllers.netpol.acl_logging import ANNOTATION, LogSetting, setting_or_off
 from controllers.netpol.admin_status import AdminStatus
-from controllers.netpol.admin_translate import NodeInfo, Outcome, translate_admin
+from controllers.netpol.admin_translate import AdminCache, NodeInfo, Outcome, translate_admin
 from controllers.netpol.adminpolicy import (
     ADMIN_NETWORK_POLICIES,
     BASELINE_ADMIN_NETWORK_POLICIES,
@@ -102,7 +102,13 @@ class NetpolReconciler:
         if self.admin is not None:
             policies, outcomes = self.admin.parsed()
             outcomes |= translate_admin(
-                desired, policies, members, labels, self.admin.nodes(), prio=self.priorities
+                desired,
+                policies,
+                members,
+                labels,
+                self.admin.nodes(),
+                prio=self.priorities,
+                cache=self.admin.cache,
             )
         self.last = await asyncio.to_thread(self.nb.apply, desired, set(skipped))
         if self.admin is not None:
@@ -166,6 +172,7 @@ class AdminStores:
 
     def __init__(self, anps: Store, banps: Store, nodes: Store, status: AdminStatus | None) -> None:
         self.anps, self.banps, self._nodes, self.status = anps, banps, nodes, status
+        self.cache = AdminCache()
 
     def _objects(self) -> list[tuple[Kind, dict[str, Any]]]:
         return [(ADMIN_NETWORK_POLICIES, o) for o in self.anps.list()] + [

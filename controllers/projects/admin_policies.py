@@ -2,8 +2,9 @@
 BaselineAdminNetworkPolicy, which tenants cannot edit (their Roles are namespaced; no ClusterRole
 grants policy.networking.k8s.io to them):
 
-- `project-<id>` (one per project, priority `isolation_priority`): its namespaces refuse ingress from,
-  and egress to, every namespace of another project (a namespace whose project label is another);
+- `project-<id>` (one per project, priority `isolation_priority`): its namespaces pass their own
+  project's traffic on (to NetworkPolicy, then the BANP) and refuse ingress from, and egress to, every
+  other project's namespaces;
 - `plasmacloud-platform-dns` (priority `isolation_priority - 1`, so before): project namespaces may
   always send DNS to the DNS namespace's pods and `dns_ip_blocks`, and to `api_ip_blocks` on 6443;
 - the BaselineAdminNetworkPolicy `default`: what applies to project namespaces when no NetworkPolicy
@@ -48,19 +49,24 @@ def _projects() -> dict[str, Any]:
 
 
 def project_policy(project: str, t: ProjectTemplate) -> dict[str, Any]:
-    others = {
-        "namespaces": {
-            "matchExpressions": [
-                {"key": PROJECT_LABEL, "operator": "Exists"},
-                {"key": PROJECT_LABEL, "operator": "NotIn", "values": [project]},
-            ]
-        }
-    }
+    """Its own project's traffic passed on (to the tenant's NetworkPolicies, then the BANP), every other
+    project's denied: the "every project" peer is the same in each project's ANP, so OVN holds one
+    address set of all project pods, not one per project."""
+    own = {"namespaces": {"matchLabels": {PROJECT_LABEL: project}}}
+    every = {"namespaces": _projects()}
+    ingress = [
+        {"name": "own-project", "action": "Pass", "from": [own]},
+        {"name": "other-projects", "action": "Deny", "from": [every]},
+    ]
+    egress = [
+        {"name": "own-project", "action": "Pass", "to": [own]},
+        {"name": "other-projects", "action": "Deny", "to": [every]},
+    ]
     spec = {
         "priority": t.isolation_priority,
         "subject": {"namespaces": {"matchLabels": {PROJECT_LABEL: project}}},
-        "ingress": [{"name": "other-projects", "action": "Deny", "from": [others]}],
-        "egress": [{"name": "other-projects", "action": "Deny", "to": [others]}],
+        "ingress": ingress,
+        "egress": egress,
     }
     return {
         "apiVersion": API_VERSION,

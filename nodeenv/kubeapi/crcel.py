@@ -19,6 +19,8 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
+from nodeenv.kubeapi.crschema import _type_of
+
 Schema = Mapping[str, Any]
 Cause = tuple[str, str, str]
 
@@ -48,16 +50,6 @@ def _program(rule: str) -> Any:
     return _ENV.program(_ENV.compile(rule), functions=_FUNCTIONS)
 
 
-def _type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _check(rule: Mapping[str, Any], value: Any, path: str) -> Cause | None:
     expression = str(rule.get("rule", ""))
     if "oldSelf" in expression:
@@ -70,7 +62,7 @@ def _check(rule: Mapping[str, Any], value: Any, path: str) -> Cause | None:
         ok, message = False, f"rule compile/evaluation error: {e}"
     if ok:
         return None
-    return ("FieldValueInvalid", path or "<nil>", f'Invalid value: "{_type_name(value)}": {message}')
+    return ("FieldValueInvalid", path or "<nil>", f'Invalid value: "{_type_of(value)}": {message}')
 
 
 def cel_causes(schema: Schema, value: Any, path: str = "") -> list[Cause]:

@@ -33,7 +33,9 @@ def run(scn: Scenario) -> None:
     web = _pod_ip(kubectl, "tenant-a", "web")
     with scn.step("admin policy: tenant-b's admin deletes all its NetworkPolicies (kubectl, own token)"):
         _ok(tenant, "delete", "networkpolicy", "--all", "-n", "tenant-b")
-    with scn.step("admin policy: tenant-b, without its NetworkPolicies, still cannot reach tenant-a"):
+    b_client, a_web = scn.at(2), scn.at(0)  # where tenancy put them (its PODS order)
+    with scn.step("admin policy: tenant-b, without its NetworkPolicies, still cannot reach tenant-a",
+                  on=scn.where(b_client, a_web)):  # fmt: skip
         deadline = time.monotonic() + 2.0  # what a missing policy would open, opens in well under that
         while time.monotonic() < deadline:
             if _reaches("tenant-b-client", web, 8080):
@@ -42,7 +44,7 @@ def run(scn: Scenario) -> None:
         # external_ids k8shost.netpol.ref is "anp:project-proj-a/ingress/0/Deny/other-projects" (or the
         # egress one of project-proj-b), source tenant-b-client, destination web:8080.
     if scn.env.get("CLUSTER_DNS_IP"):
-        with scn.step("admin policy: the platform's DNS still answers tenant-b"):
+        with scn.step("admin policy: the platform's DNS still answers tenant-b", on=b_client.name):
             _dns("tenant-b-client", scn.env["CLUSTER_DNS_IP"])
     with scn.step("admin policy: tenant-b cannot delete or change the platform's ANP/BANP (403)"):
         for argv in (

@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from controllers.netpol.admin_translate import ANP_TOP, NodeInfo, admin_group, translate_admin
+from controllers.netpol.admin_translate import (
+    ANP_TOP,
+    STRIDE,
+    AdminCache,
+    NodeInfo,
+    admin_group,
+    peers_set,
+    translate_admin,
+)
 from controllers.netpol.adminpolicy import parse_admin
 from controllers.netpol.policy import InvalidPolicy, parse_policy
 from controllers.netpol.translate import Acl, Desired, Member, translate
@@ -62,9 +70,12 @@ def test_anp_rules_sit_above_networkpolicy_in_precedence_order() -> None:
     first = anp("first", 1, ingress=[{"action": "Deny", "from": ALL_NS}, {"action": "Allow", "from": ALL_NS}])
     second = anp("second", 5, ingress=[{"action": "Allow", "from": ALL_NS}])
     d, out = run(second, first)
-    assert [a.priority for a in acls(d, "anp:first")] == [ANP_TOP, ANP_TOP - 1]
+    one, five = ANP_TOP - STRIDE, ANP_TOP - 5 * STRIDE  # each ANP priority's own band
+    assert [a.priority for a in acls(d, "anp:first")] == [one, one - 1]
     assert [a.action for a in acls(d, "anp:first")] == ["drop", "allow-related"]
-    assert [a.priority for a in acls(d, "anp:second")] == [ANP_TOP - 2]
+    assert [a.priority for a in acls(d, "anp:second")] == [five]
+    alone, _ = run(second)
+    assert acls(alone, "anp:second") == acls(d, "anp:second")  # the others do not move it
     assert d.port_groups[admin_group("anp:first")].ports == {"a-web", "a-fe"}
     assert out["anp:first"].ready and out["anp:second"].ready
 
@@ -99,17 +110,17 @@ def test_pass_slot_copies_networkpolicy_then_banp_then_allow() -> None:
     below = anp("below", 2, ingress=[{"action": "Deny", "from": ALL_NS}])
     d, _ = run(passing, below, base, policies=(policy,))
     slot = acls(d, "anp:pass")
-    levels = 3 + 1  # NetworkPolicy allow, its deny, one BANP rule, the default allow
+    top = ANP_TOP - STRIDE  # priority 1's band; a slot of 3 + 1: NP allow, NP deny, one BANP rule, allow
     assert [(a.priority, a.action) for a in slot] == [
-        (ANP_TOP, "allow-related"),
-        (ANP_TOP, "allow-related"),  # the NP's rule, the nodes' probes
-        (ANP_TOP - 1, "drop"),  # the NP's default deny
-        (ANP_TOP - 2, "drop"),  # the BANP rule
-        (ANP_TOP - 3, "allow-related"),  # nothing below decided: allow
+        (top, "allow-related"),
+        (top, "allow-related"),  # the NP's rule, the nodes' probes
+        (top - 1, "drop"),  # the NP's default deny
+        (top - 2, "drop"),  # the BANP rule
+        (top - 3, "allow-related"),  # nothing below decided: allow
     ]
     t = slot[-1].match
     assert all(a.match.startswith(f"({t}) && (") for a in slot[:-1])
-    assert [a.priority for a in acls(d, "anp:below")] == [ANP_TOP - levels]
+    assert [a.priority for a in acls(d, "anp:below")] == [ANP_TOP - 2 * STRIDE]
 
 
 DNS = {"matchLabels": {"k8s-app": "dns"}}
@@ -138,11 +149,11 @@ def test_peers_and_ports_go_into_address_sets() -> None:
     )
     d, out = run(p)
     (acl,) = acls(d, "anp:peers")
-    tag = f"{admin_group('anp:peers')}_eg0"
-    assert d.address_sets[f"{tag}_v4"].addresses == {"192.168.50.1", "203.0.113.0/24", "10.0.3.2"}
-    assert d.address_sets[f"{tag}_v6"].addresses == {"2001:db8::/64"}
+    tag, shared = f"{admin_group('anp:peers')}_eg0", peers_set(p.egress[0].peers)
+    assert d.address_sets[f"{shared}_v4"].addresses == {"192.168.50.1", "203.0.113.0/24", "10.0.3.2"}
+    assert d.address_sets[f"{shared}_v6"].addresses == {"2001:db8::/64"}
     assert d.address_sets[f"{tag}_p2_udp53"].addresses == {"10.0.3.2"}
-    peers = f"(ip4.dst == ${tag}_v4 || ip6.dst == ${tag}_v6)"
+    peers = f"(ip4.dst == ${shared}_v4 || ip6.dst == ${shared}_v6)"
     named = f"(ip4.dst == ${tag}_p2_udp53 && udp.dst == 53)"
     ports = f"((udp.dst >= 5000 && udp.dst <= 5010) || sctp.dst == 9 || {named})"
     assert acl.match == f"inport == @{admin_group('anp:peers')} && {peers} && {ports}"
@@ -170,26 +181,24 @@ def test_priority_above_99_and_domain_names_are_reported() -> None:
     assert admin_group("anp:high") not in d.port_groups
     assert not out["anp:dns"].ready and "domainNames" in out["anp:dns"].message
     (_acl,) = acls(d, "anp:dns")  # fail closed for Allow: an empty set, matches nothing
-    assert d.address_sets[f"{admin_group('anp:dns')}_eg0_v4"].addresses == frozenset()
+    assert d.address_sets[f"{peers_set(dns.egress[0].peers)}_v4"].addresses == frozenset()
 
 
 def test_a_peer_field_this_api_has_not_fails_closed() -> None:
     unknown = [{"networks": ["10.0.0.0/8"]}]  # an ingress `networks` peer: not in v1alpha1
-    d, out = run(
-        anp("deny", 1, ingress=[{"action": "Deny", "from": unknown}]),
-        anp("allow", 2, ingress=[{"action": "Allow", "from": unknown}]),
-    )
+    allow = anp("allow", 2, ingress=[{"action": "Allow", "from": unknown}])
+    d, out = run(anp("deny", 1, ingress=[{"action": "Deny", "from": unknown}]), allow)
     assert [a.match for a in acls(d, "anp:deny")] == [f"outport == @{admin_group('anp:deny')} && ip"]
-    assert d.address_sets[f"{admin_group('anp:allow')}_in0_v4"].addresses == frozenset()
+    assert d.address_sets[f"{peers_set(allow.ingress[0].peers)}_v4"].addresses == frozenset()
     assert not out["anp:deny"].ready and "spec.ingress[0].from[0].networks" in out["anp:deny"].message
 
 
-def test_same_priority_is_ordered_by_name_and_said() -> None:
+def test_same_priority_shares_the_band_and_is_said() -> None:
     d, out = run(
         anp("b", 7, ingress=[{"action": "Deny", "from": ALL_NS}]),
         anp("a", 7, ingress=[{"action": "Allow", "from": ALL_NS}]),
     )
-    assert acls(d, "anp:a")[0].priority > acls(d, "anp:b")[0].priority
+    assert acls(d, "anp:a")[0].priority == acls(d, "anp:b")[0].priority == ANP_TOP - 7 * STRIDE
     assert "shares priority 7 with b" in out["anp:a"].message
 
 
@@ -222,3 +231,24 @@ def test_banp_pass_and_other_names_are_refused() -> None:
         )
     with pytest.raises(InvalidPolicy):
         parse_admin({"metadata": {"name": "other"}, "spec": {"subject": {"namespaces": {}}}}, baseline=True)
+
+
+def test_an_unchanged_anp_is_not_translated_again() -> None:
+    cache, p = AdminCache(), anp("c", 3, ingress=[{"action": "Deny", "from": ALL_NS}])
+    first, _ = translate((), MEMBERS, NAMESPACES, [])
+    translate_admin(first, [p], MEMBERS, NAMESPACES, NODES, cache=cache)
+    again, _ = translate((), MEMBERS, NAMESPACES, [])
+    translate_admin(
+        again,
+        [p, anp("d", 4, ingress=[{"action": "Allow", "from": ALL_NS}])],
+        MEMBERS,
+        NAMESPACES,
+        NODES,
+        cache=cache,
+    )
+    group = admin_group("anp:c")
+    assert again.port_groups[group] is first.port_groups[group]  # the cached object itself
+    moved = [*MEMBERS[:-1]]  # a pod gone: everything is translated anew
+    third, _ = translate((), moved, NAMESPACES, [])
+    translate_admin(third, [p], moved, NAMESPACES, NODES, cache=cache)
+    assert third.port_groups[group] is not first.port_groups[group]

@@ -3,7 +3,7 @@ the netpol translation reads it as meant (other projects denied, DNS allowed, th
 
 from __future__ import annotations
 
-from controllers.netpol.admin_translate import admin_group, translate_admin
+from controllers.netpol.admin_translate import admin_group, peers_set, translate_admin
 from controllers.netpol.adminpolicy import BASELINE_ADMIN_NETWORK_POLICIES, parse_admin
 from controllers.netpol.translate import Desired, Member
 from controllers.projects.admin_policies import DNS_POLICY, desired, project_policy_name
@@ -44,8 +44,16 @@ def test_the_translation_denies_other_projects_allows_dns_and_closes_the_rest() 
     outcomes = translate_admin(out, policies, members, spaces, [])
     assert all(o.ready for o in outcomes.values()), outcomes
     sets = {s.name: s.addresses for s in out.address_sets.values()}
-    assert sets[f"{admin_group('anp:project-p1')}_in0_v4"] == {"10.0.2.2"}  # p2's pods, not kube-system's
-    assert sets[f"{admin_group('anp:' + DNS_POLICY)}_eg0_v4"] == {"10.0.3.2", "10.96.0.10/32"}
+    p1 = next(p for p in policies if p.name == "project-p1")
+    assert sets[f"{peers_set(p1.ingress[0].peers)}_v4"] == {"10.0.1.2"}  # its own: passed on
+    assert sets[f"{peers_set(p1.ingress[1].peers)}_v4"] == {
+        "10.0.1.2",
+        "10.0.2.2",
+    }  # every project, not kube-system
+    p2 = next(p for p in policies if p.name == "project-p2")
+    assert peers_set(p2.ingress[1].peers) == peers_set(p1.ingress[1].peers)  # one set for all projects
+    dns_peers = next(p for p in policies if p.name == DNS_POLICY).egress[0].peers
+    assert sets[f"{peers_set(dns_peers)}_v4"] == {"10.0.3.2", "10.96.0.10/32"}
     assert out.port_groups[admin_group("banp:default")].ports == {"a-x", "b-x"}
     dns = {a.action for a in out.port_groups[admin_group("anp:" + DNS_POLICY)].acls}
     assert dns == {"allow-related"}
