@@ -67,6 +67,12 @@ class AgentSettings:
     """Comma-separated IPv4 addresses guarded besides the node's own and the OVN remotes' hosts."""
     ovn_rundir: str = ""
     """Where ovn-controller's control socket is, probed for prismnet_ovn_controller_up ('' = not)."""
+    acl_log_file: str = ""
+    """ovn-controller's log file, followed for policy verdicts (README "Policy verdict logs"); '' off."""
+    verdict_series: int = 500
+    """At most this many (namespace, policy, verdict) label sets; the rest count as _other."""
+    events_kubeconfig: str = ""
+    """Kubeconfig for PolicyDenied Events in the judged namespace ('' none; 'in-cluster')."""
 
     @property
     def management_if(self) -> str:
@@ -102,6 +108,8 @@ class AgentSettings:
             raise ValueError(f"subnet prefix /{self.subnet_prefix} must be longer than {net} and at most /30")
         if len(self.bridge) > 15 or len(self.management_interface) > 15:
             raise ValueError("bridge and interface names are at most 15 characters")
+        if self.verdict_series < 1:
+            raise ValueError("verdict-series must be at least 1")
         if not 576 <= self.mtu <= 65535:
             raise ValueError("mtu must be between 576 and 65535")
         parse_ports(self.platform_ports)
@@ -166,4 +174,7 @@ def _doc(name: str) -> str:
         "platform_ports": "tcp:PORT[-PORT]/udp:... pods may never reach on the nodes and OVN central",
         "platform_addresses": "comma-separated IPv4 addresses guarded besides the node's and OVN central's",
         "ovn_rundir": "ovn-controller's run dir: its control socket probed for /metrics ('' = not probed)",
+        "acl_log_file": "ovn-controller's log file, followed for policy verdicts ('' off)",
+        "verdict_series": "cap on (namespace, policy, verdict) label sets of prismnet_policy_verdicts_total",
+        "events_kubeconfig": "kubeconfig for PolicyDenied Events in the namespace ('' none, 'in-cluster')",
     }.get(name, name)

@@ -65,6 +65,8 @@ class CniComponent:
     """Pods search `<ns>.svc.<domain> svc.<domain> <domain>` with ndots:5 ('' = no search path)."""
     plasmacloud: PlasmaCloudAuth | None = None
     """CA and IAM token file for PrismNET IPAM (`prismnetEndpoint` netconfs); None: refused."""
+    kubeconfig: str = ""
+    """For the agent's PolicyDenied Events ('' = the node's KUBECONFIG, if any)."""
 
     def settings(self, node: Node) -> AgentSettings:
         e = node.endpoints
@@ -85,7 +87,11 @@ class CniComponent:
         argv = [sys.executable, "-m", "cni.daemon.main", "--socket", str(s.socket), "--ovs-db", s.ovs_db,
                 "--ovn-nb-db", s.ovn_nb_db, "--bridge", s.bridge, "--cluster-cidr", s.cluster_cidr,
                 "--metrics-address", s.metrics_address, "--dns-servers", s.dns_servers,
-                "--cluster-domain", s.cluster_domain, "--ovn-rundir", str(node.run_dir / "ovs")]  # fmt: skip
+                "--cluster-domain", s.cluster_domain, "--ovn-rundir", str(node.run_dir / "ovs"),
+                "--acl-log-file", str(node.path("ovs", "ovn-controller.log"))]  # fmt: skip
+        kubeconfig = self.kubeconfig or node.endpoints.get("KUBECONFIG", "")
+        if kubeconfig:  # drops as Events in their namespace (the API double's admin here)
+            argv += ["--events-kubeconfig", kubeconfig]
         if self.plasmacloud is not None:
             argv += ["--plasmacloud-ca", str(self.plasmacloud.ca),
                      "--plasmacloud-token-file", str(self.plasmacloud.token_file)]  # fmt: skip
@@ -107,6 +113,7 @@ class CniComponent:
         except DaemonError as e:  # it waits for what is missing instead of exiting: say what that is
             raise DaemonError(f"{e}; its /readyz: {_readyz(s.metrics_address)} (log {log})") from None
         return {
+            **({"PRISMNET_EVENTS_KUBECONFIG": kubeconfig} if kubeconfig else {}),
             "PRISMNET_AGENT_SOCKET": str(s.socket),
             "PRISMNET_CNI_BIN": str(exe),
             "PRISMNET_CNI_CONFLIST": str(conflist),

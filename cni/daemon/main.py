@@ -38,7 +38,10 @@ from cni.ovn import OvsPorts, connect
 from cni.ovn_controller_probe import OvnControllerProbe
 from cni.ovn_nb import Northbound
 from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
+from cni.port_namespaces import PortNamespaces
 from cni.settings import AgentSettings
+from cni.verdict_events import DropEvents
+from cni.verdicts import VerdictCounters, follow
 from cni.wire import Dns
 from common.jsonlog import setup_logging
 from common.malloc import pin_mmap_threshold
@@ -151,6 +154,12 @@ async def run(s: AgentSettings) -> int:
     metrics_runner = await _serve_metrics(
         s, metrics, lambda: serving.is_set() and all(d.connected() for d in dbs), lambda: startup.waiting_for
     )
+    verdicts = None
+    if s.acl_log_file:  # independent of OVS being up: lines are read as ovn-controller writes them
+        counters = VerdictCounters(metrics.registry, s.verdict_series)
+        events = await _drop_events(s)
+        own_ports = PortNamespaces(lambda: started[0]._a.nb.owned_ports(started[0].node) if started else [])
+        verdicts = asyncio.create_task(follow(Path(s.acl_log_file), counters, stop, own_ports, events=events))
     try:
         refresh: list[Callable[[], object]] = []
         service = await _start(s, startup, dbs, refresh, metrics)
@@ -176,6 +185,9 @@ async def run(s: AgentSettings) -> int:
         await asyncio.gather(*keep)
         s.socket.unlink(missing_ok=True)
     finally:
+        stop.set()
+        if verdicts is not None:
+            await verdicts
         if metrics_runner:
             await metrics_runner.cleanup()
         for db in dbs:
@@ -250,6 +262,16 @@ async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object]) -> None:
                 await asyncio.to_thread(guard)
             except Exception as e:  # the NB away for a while: the guard in OVN stays as it was
                 log.warning("platform guard refresh failed: %s", e)
+
+
+async def _drop_events(s: AgentSettings) -> DropEvents | None:
+    if not s.events_kubeconfig:
+        return None
+    try:
+        return await DropEvents.connect(s.events_kubeconfig, s.node_name or os.uname().nodename)
+    except Exception as e:  # verdict logs and counters go on without Events
+        log.warning("no PolicyDenied Events: %s", e)
+        return None
 
 
 async def _serve_metrics(

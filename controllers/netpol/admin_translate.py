@@ -36,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from controllers.netpol.acl_logging import AclLog, acl_log, reference
 from controllers.netpol.adminpolicy import AdminPeer, AdminPolicy, AdminPort, AdminRule
 from controllers.netpol.policy import Direction, Selector
 from controllers.netpol.translate import (
@@ -347,21 +348,19 @@ def _baseline(out: Desired, admin: _Admin, p: AdminPolicy, prio: Priorities) -> 
             c = admin.compile(tag, side, d, rule, selected)
             out.address_sets.update((s.name, _owned(s, p)) for s in c.sets)
             if c.match is not None:
-                acls[d].append(
-                    Acl(
-                        _acl_direction(d),
-                        prio.deny - 1 - i,
-                        c.match,
-                        _ACTIONS[rule.action],
-                        d == "Egress",
-                        _ref(p, d, i, rule),
-                    )
-                )
+                acls[d].append(Acl(_acl_direction(d), prio.deny - 1 - i, c.match, _ACTIONS[rule.action],
+                                   d == "Egress", _ref(p, d, i, rule), _log(p, rule.action)))  # fmt: skip
     pg = PortGroup(
         name, p.key, frozenset(m.lsp for m in selected), frozenset(acls["Ingress"] + acls["Egress"])
     )
     out.port_groups[name] = pg
     return acls
+
+
+def _log(p: AdminPolicy, action: str) -> AclLog | None:
+    """The ACL's verdict logging (acl_logging), by the rule's action (a Pass slot's ACLs: `pass`),
+    named `anp//<name>` or `banp//default`."""
+    return acl_log(p.logging, action.lower(), reference("banp" if p.baseline else "anp", "", p.name))
 
 
 def _owned(s: AddressSet, p: AdminPolicy) -> AddressSet:
@@ -393,11 +392,11 @@ def _anp(
             tag = f"{name}_{'in' if d == 'Ingress' else 'eg'}{i}"
             c = admin.compile(tag, side, d, rule, selected)
             sets += [_owned(s, p) for s in c.sets]
-            top, ref = band_top - used[d], _ref(p, d, i, rule)
+            top, ref, log = band_top - used[d], _ref(p, d, i, rule), _log(p, rule.action)
             if rule.action != "Pass":
                 used[d] += 1
                 if c.match is not None:
-                    acls.append(Acl(direction, top, c.match, _ACTIONS[rule.action], after, ref))
+                    acls.append(Acl(direction, top, c.match, _ACTIONS[rule.action], after, ref, log))
                 continue
             levels = 3 + len(banp_rules[d])
             used[d] += levels
@@ -406,9 +405,11 @@ def _anp(
             t = c.match
             for ns in subject_ns:
                 for level, a in np_layers.get((ns, direction), ()):
-                    acls.append(Acl(direction, top - level, f"({t}) && ({a.match})", a.action, after, ref))
+                    acls.append(
+                        Acl(direction, top - level, f"({t}) && ({a.match})", a.action, after, ref, log)
+                    )
             for k, b in enumerate(banp_rules[d]):
-                acls.append(Acl(direction, top - 2 - k, f"({t}) && ({b.match})", b.action, after, ref))
-            acls.append(Acl(direction, top - levels + 1, t, "allow-related", after, ref))
+                acls.append(Acl(direction, top - 2 - k, f"({t}) && ({b.match})", b.action, after, ref, log))
+            acls.append(Acl(direction, top - levels + 1, t, "allow-related", after, ref, log))
     pg = PortGroup(name, p.key, frozenset(m.lsp for m in selected), frozenset(acls))
     return pg, sets, used

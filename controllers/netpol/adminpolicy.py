@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from controllers.machinery import Kind
+from controllers.netpol.acl_logging import OFF, LogSetting, setting_or_off
 from controllers.netpol.policy import (
     Direction,
     InvalidPolicy,
@@ -78,6 +79,8 @@ class AdminPolicy:
     ingress: tuple[AdminRule, ...] = ()
     egress: tuple[AdminRule, ...] = ()
     unsupported: tuple[str, ...] = ()
+    logging: LogSetting = OFF
+    """Verdict logging, from the policy's acl_logging.ANNOTATION."""
 
     @property
     def baseline(self) -> bool:
@@ -106,7 +109,8 @@ def parse_admin(obj: Mapping[str, Any], *, baseline: bool) -> AdminPolicy:
     ingress = _rules(spec.get("ingress"), "spec.ingress", "from", baseline, unsupported)
     egress = _rules(spec.get("egress"), "spec.egress", "to", baseline, unsupported)
     return AdminPolicy(name=name, priority=priority, subject=_subject(spec.get("subject")),
-                       ingress=ingress, egress=egress, unsupported=tuple(unsupported))  # fmt: skip
+                       ingress=ingress, egress=egress, unsupported=tuple(unsupported),
+                       logging=setting_or_off(meta.get("annotations")))  # fmt: skip
 
 
 def _subject(value: object) -> Subject:

@@ -25,6 +25,7 @@ from controllers.netpol.reconcile import (
     NetpolMetrics,
     NetpolReconciler,
     labels_changed,
+    logging_changed,
     node_changed,
     pod_changed,
 )
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 async def setup(ctx: AppContext) -> None:
     s = NetpolSettings.from_args(ctx.args)
     tls.use(s.ovn_tls)
-    nb = await asyncio.to_thread(PolicyNorthbound, s.ovn_nb_db)
+    nb = await asyncio.to_thread(lambda: PolicyNorthbound(s.ovn_nb_db, log_rate=s.acl_log_rate))
 
     async def close() -> None:
         await asyncio.to_thread(nb.close)
@@ -69,7 +70,7 @@ async def setup(ctx: AppContext) -> None:
     if admin is not None:
         nodes.add_handler(poke, when(node_changed), poke)
     pods.add_handler(poke, when(pod_changed), poke)
-    namespaces.add_handler(poke, when(labels_changed), poke)
+    namespaces.add_handler(poke, when(lambda o, n: labels_changed(o, n) or logging_changed(o, n)), poke)
     loop = asyncio.get_running_loop()
 
     def nb_changed() -> None:  # on the IDL thread: a logical port, or one of our rows

@@ -19,7 +19,8 @@ from typing import Any
 
 from cni.ovn import K_NS, K_POD
 from cni.ovn_egress import K_ROLE, ipv4_of
-from controllers.netpol.translate import Acl, AddressSet, Desired, Frozen, PortGroup
+from controllers.netpol.acl_logging import METER, AclLog
+from controllers.netpol.translate import CLUSTER_OWNER, Acl, AddressSet, Desired, Frozen, PortGroup
 from ovnaccess.commands import Command, by_name, read
 from ovnaccess.connection import OvsdbIdl, connect
 
@@ -30,7 +31,20 @@ K_REF = "k8shost.netpol.ref"
 OWNER = "netpol-controller"
 TABLES = {
     "Port_Group": ["name", "ports", "acls", "external_ids"],
-    "ACL": ["direction", "priority", "match", "action", "options", "external_ids"],
+    "ACL": [
+        "direction",
+        "priority",
+        "match",
+        "action",
+        "options",
+        "external_ids",
+        "name",
+        "log",
+        "severity",
+        "meter",
+    ],
+    "Meter": ["name", "unit", "bands", "fair", "external_ids"],
+    "Meter_Band": ["action", "rate", "burst_size", "external_ids"],
     "Address_Set": ["name", "addresses", "external_ids"],
     "Logical_Switch_Port": ["name", "addresses", "external_ids"],
 }
@@ -110,7 +124,11 @@ def _ours(api: Any, table: str) -> dict[str, Any]:
 
 def _acl_key(row: Any) -> Acl:
     after = dict(row.options).get("apply-after-lb") == "true"
-    return Acl(row.direction, row.priority, row.match, row.action, after, row.external_ids.get(K_REF, ""))
+    logged = row.log and row.name and row.severity
+    log = AclLog(row.name[0], row.severity[0], row.meter[0] if row.meter else "") if logged else None
+    return Acl(
+        row.direction, row.priority, row.match, row.action, after, row.external_ids.get(K_REF, ""), log
+    )
 
 
 @dataclass
@@ -126,15 +144,19 @@ class _Apply(Command):  # type: ignore[misc]
     addresses or ports), so a row is compared only when it changed since our last successful
     apply (an update of it reached the IDL) or what we want of it changed; else it is as we left it."""
 
-    def __init__(self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: _Last) -> None:
+    def __init__(
+        self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: _Last, log_rate: int
+    ) -> None:
         super().__init__(api)
         self.idl, self.desired, self.keep, self.last = idl, desired, keep, last
+        self.log_rate = log_rate
         self.created = self.changed = self.deleted = 0
         self.seen: set[Any] = set()
 
     def run_idl(self, txn: Any) -> None:
         self.created = self.changed = self.deleted = 0
         self.seen |= self.idl.take_touched()  # kept across retries of this command
+        self._meter(txn)
         sets, groups = _ours(self.api, "Address_Set"), _ours(self.api, "Port_Group")
         for want in self.desired.address_sets.values():
             row = sets.get(want.name)
@@ -152,6 +174,22 @@ class _Apply(Command):  # type: ignore[misc]
                 stale.delete()
                 self.deleted += 1
         self.result = ApplyStats(self.created, self.changed, self.deleted)
+
+    def _meter(self, txn: Any) -> None:
+        """The meter every logged ACL names: log packets per second, per node and ACL (fair)."""
+        row = by_name(self.api, "Meter", METER)
+        if row is not None and row.external_ids.get(K_OWNER) != OWNER:
+            return  # an operator's own meter of that name: used as it is
+        if row is not None and [b.rate for b in row.bands] == [self.log_rate]:
+            return
+        band = txn.insert(self.api.tables["Meter_Band"])
+        band.action, band.rate, band.burst_size = "drop", self.log_rate, self.log_rate
+        if row is None:
+            row = self._new(txn, "Meter", METER, CLUSTER_OWNER)
+            row.unit, row.fair = "pktps", [True]
+        else:
+            self.changed += 1
+        row.bands = [band]
 
     def _touched(self, group: Any) -> bool:
         return group.uuid in self.seen or any(a.uuid in self.seen for a in group.acls)
@@ -211,6 +249,13 @@ class _Apply(Command):  # type: ignore[misc]
         )
         row.options = {"apply-after-lb": "true"} if acl.after_lb else {}
         row.external_ids = {K_OWNER: OWNER, K_KEY: owner, **({K_REF: acl.ref} if acl.ref else {})}
+        if acl.log is not None:
+            row.log, row.name, row.severity, row.meter = (
+                True,
+                [acl.log.name],
+                [acl.log.severity],
+                [acl.log.meter],
+            )
         return row
 
     def _lsp(self, name: str) -> Any:
@@ -220,7 +265,9 @@ class _Apply(Command):  # type: ignore[misc]
 class PolicyNorthbound:
     """One NB connection (IDL replica of the four tables above) for the netpol controller."""
 
-    def __init__(self, remote: str, timeout: float = 10.0) -> None:
+    def __init__(self, remote: str, timeout: float = 10.0, *, log_rate: int = 20) -> None:
+        self.log_rate = log_rate
+        """Rate (packets/s per node and logged ACL) of the verdict-log meter."""
         self.db = connect(remote, "OVN_Northbound", TABLES, idl_class=_Idl, timeout=timeout)
         self._idl: _Idl = self.db.idl
         self.api = self.db.api
@@ -271,7 +318,7 @@ class PolicyNorthbound:
     def apply(self, desired: Desired, keep: Collection[str] = ()) -> ApplyStats:
         """Make our rows equal `desired` in one transaction; rows owned by a key in `keep` stay."""
         with self._lock:
-            cmd = _Apply(self.api, self._idl, desired, set(keep), self._last)
+            cmd = _Apply(self.api, self._idl, desired, set(keep), self._last, self.log_rate)
             try:
                 stats: ApplyStats = cmd.execute(check_error=True)
             except Exception:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from controllers.machinery import EventRecorder, Kind, Store
+from controllers.netpol.acl_logging import ANNOTATION, LogSetting, setting_or_off
 from controllers.netpol.admin_status import AdminStatus
 from controllers.netpol.admin_translate import AdminCache, NodeInfo, Outcome, translate_admin
 from controllers.netpol.adminpolicy import (
@@ -127,11 +128,13 @@ class NetpolReconciler:
         ports = await asyncio.to_thread(self.nb.ports)
         members, labels = self._members(ports), self._namespace_labels()
         nodes = [ip for p in ports if p.management for ip in p.ips]
-        desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, prio=self.priorities)
+        logs = self._namespace_logging()
+        desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, prio=self.priorities,
+                                     logging=logs)  # fmt: skip
         if skipped:  # what OVN holds of the skipped policies keeps their pods isolated
             previous = await asyncio.to_thread(self.nb.previous)
             desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, previous=previous,
-                                         prio=self.priorities)  # fmt: skip
+                                         prio=self.priorities, logging=logs)  # fmt: skip
         await self._report(skipped)
         outcomes: dict[str, Outcome] = {}
         if self.admin is not None:
@@ -185,6 +188,10 @@ class NetpolReconciler:
             str(o["metadata"]["name"]): dict(o["metadata"].get("labels") or {})
             for o in self.namespaces.list()
         }
+
+    def _namespace_logging(self) -> dict[str, LogSetting]:
+        return {str(o["metadata"]["name"]): setting_or_off(o["metadata"].get("annotations"))
+                for o in self.namespaces.list()}  # fmt: skip
 
     async def _report(self, skipped: dict[str, str]) -> None:
         for key, reason in skipped.items():
@@ -250,6 +257,12 @@ def pod_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 def labels_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return bool(old.get("metadata", {}).get("labels") != new.get("metadata", {}).get("labels"))
+
+
+def logging_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """The namespace's verdict-logging annotation (acl_logging.ANNOTATION)."""
+    a, b = ((o.get("metadata", {}).get("annotations") or {}).get(ANNOTATION) for o in (old, new))
+    return a != b
 
 
 def node_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

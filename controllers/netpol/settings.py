@@ -21,14 +21,19 @@ class NetpolSettings:
     priorities: Priorities = field(default_factory=Priorities)
     ovn_tls: OvnTls | None = None
     """The controller's key, certificate and the OVN CA for `ssl:` remotes."""
+    acl_log_rate: int = 20
+    """Verdict-log packets per second each node's ovn-controller gets per logged ACL (the meter)."""
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> Self:
         allow, deny = int(a.allow_priority), int(a.deny_priority)
         if not 0 <= deny < allow <= 32767:
             raise ValueError("--deny-priority must be below --allow-priority, both in 0-32767")
+        rate = int(a.acl_log_rate)
+        if not 1 <= rate <= 4294967295:
+            raise ValueError("--acl-log-rate must be a positive number of packets per second")
         return cls(ovn_nb_db=a.ovn_nb_db, priorities=Priorities(allow=allow, deny=deny),
-                   ovn_tls=OvnTls.from_args(a))  # fmt: skip
+                   ovn_tls=OvnTls.from_args(a), acl_log_rate=rate)  # fmt: skip
 
 
 def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -44,3 +49,5 @@ def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     tls.add_arguments(p, env)
     add("--allow-priority", "ALLOW_PRIORITY", d.priorities.allow, "priority of the policies' allow ACLs")
     add("--deny-priority", "DENY_PRIORITY", d.priorities.deny, "priority of the default-deny drop ACLs")
+    add("--acl-log-rate", "ACL_LOG_RATE", d.acl_log_rate,
+        "verdict-log packets/s per node and logged ACL (OVN meter acl-logging)")  # fmt: skip

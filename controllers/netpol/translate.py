@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from controllers.netpol.acl_logging import OFF, AclLog, LogSetting, acl_log, reference
 from controllers.netpol.policy import Direction, NetworkPolicy, Peer, PortSpec, Rule
 from controllers.resources import ContainerPort
 
@@ -52,6 +53,8 @@ class Acl:
     after_lb: bool = False
     ref: str = ""
     """The admin policy rule it comes from (external_ids k8shost.netpol.ref): anp:NAME/ingress/0/Deny/RULE."""
+    log: AclLog | None = None
+    """Verdict logging (acl_logging): the ACL's name, severity and meter; None: not logged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,19 +159,20 @@ def translate(
     invalid: Mapping[str, str] = {},
     previous: Mapping[str, Frozen] = {},
     prio: Priorities = DEFAULT_PRIORITIES,
+    logging: Mapping[str, LogSetting] = {},
 ) -> tuple[Desired, dict[str, str]]:
     """The desired OVN state, and {policy key: reason} for every policy skipped as invalid.
 
     `invalid` are the policies that did not parse; `previous` what OVN holds of each policy
     (from its port group). A skipped policy's objects are left as they are (the caller does
     not touch that owner) and the pods it isolated stay in their namespace's default deny:
-    an invalid update never opens traffic.
+    an invalid update never opens traffic. `logging` is each namespace's verdict logging.
     """
     world, out, skipped = _World(members, namespaces), Desired(), dict(invalid)
     isolated: dict[tuple[str, Direction], set[str]] = defaultdict(set)
     for p in sorted(policies, key=lambda p: p.key):
         try:
-            pg, sets = _policy(world, p, prio)
+            pg, sets = _policy(world, p, prio, logging.get(p.namespace, OFF))
         except UnknownNamedPort as e:
             skipped[p.key] = str(e)
             continue
@@ -181,25 +185,29 @@ def translate(
             if d in f.types:
                 isolated[(f.namespace, d)] |= f.lsps
     for (ns, d), lsps in isolated.items():
-        out.port_groups[deny_group(ns, d)] = _deny_group(ns, d, lsps, prio)
+        out.port_groups[deny_group(ns, d)] = _deny_group(ns, d, lsps, prio, logging.get(ns, OFF))
     out.address_sets[NODES_SET] = AddressSet(NODES_SET, CLUSTER_OWNER, frozenset(node_ips))
     return out, skipped
 
 
-def _deny_group(ns: str, d: Direction, lsps: set[str], prio: Priorities) -> PortGroup:
+def _deny_group(ns: str, d: Direction, lsps: set[str], prio: Priorities, logs: LogSetting) -> PortGroup:
     name = deny_group(ns, d)
+    drop_log = acl_log(logs, "deny", reference("np-deny", ns, d))
     if d == "Ingress":
         acls = {
-            Acl("to-lport", prio.deny, f"outport == @{name} && ip", "drop"),
+            Acl("to-lport", prio.deny, f"outport == @{name} && ip", "drop", log=drop_log),
             Acl("to-lport", prio.allow, f"outport == @{name} && ip4.src == ${NODES_SET}", "allow-related"),
         }
     else:
-        acls = {Acl("from-lport", prio.deny, f"inport == @{name} && ip", "drop", after_lb=True)}
+        acls = {Acl("from-lport", prio.deny, f"inport == @{name} && ip", "drop", True, log=drop_log)}
     return PortGroup(name, f"namespace:{ns}", frozenset(lsps), frozenset(acls), d)
 
 
-def _policy(world: _World, p: NetworkPolicy, prio: Priorities) -> tuple[PortGroup, list[AddressSet]]:
+def _policy(
+    world: _World, p: NetworkPolicy, prio: Priorities, logs: LogSetting
+) -> tuple[PortGroup, list[AddressSet]]:
     name = policy_group(p.key)
+    allow_log = acl_log(logs, "allow", reference("np", p.namespace, p.name))
     selected = world.selected(p)
     acls, sets = set(), []
     for d in sorted(p.types):
@@ -211,7 +219,8 @@ def _policy(world: _World, p: NetworkPolicy, prio: Priorities) -> tuple[PortGrou
                 continue
             port_side = f"outport == @{name}" if d == "Ingress" else f"inport == @{name}"
             direction = "to-lport" if d == "Ingress" else "from-lport"
-            acls.add(Acl(direction, prio.allow, f"{port_side} && {match}", "allow-related", d == "Egress"))
+            match = f"{port_side} && {match}"
+            acls.add(Acl(direction, prio.allow, match, "allow-related", d == "Egress", log=allow_log))
     lsps = frozenset(m.lsp for m in selected)
     return PortGroup(name, p.key, lsps, frozenset(acls), ",".join(sorted(p.types))), sets
 

@@ -102,7 +102,8 @@ class Cluster:
 
     def node_components(self, central: dict[str, str]) -> list[Component]:
         """What runs on every node, in order (the cluster's central endpoints known)."""
-        cni = CniComponent(cluster_cidr=self.settings.cluster_cidr)
+        cni = CniComponent(cluster_cidr=self.settings.cluster_cidr,
+                           kubeconfig=self.control.endpoints.get("NODES_KUBECONFIG", ""))  # fmt: skip
         chassis = NodeChassis(central, self.settings.underlay.prefixlen)
         return [chassis, cni, *node_services(self.control.endpoints)]
 

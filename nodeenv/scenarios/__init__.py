@@ -25,6 +25,7 @@ from nodeenv.scenarios import (
     spec_times,
     tenancy,
     tenant_data,
+    verdict_log,
     webhook,
 )
 
@@ -37,6 +38,7 @@ SCENARIOS = (
     kubectl_reach,  # kubectl logs and exec through a kubelet API (a node of its own)
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     rollouts,  # ReplicaSets and revisions from the controllers' pass; the Metrics API
+    verdict_log,  # a policy drop in prismnet-agent's verdict log (JSON line) and counter
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved

@@ -122,3 +122,19 @@ async def test_change_to_acl_latency_covers_the_wait_and_a_failed_attempt() -> N
     assert reg.get_sample_value("netpol_policy_to_acl_seconds_count") == 1
     took = reg.get_sample_value("netpol_policy_to_acl_seconds_sum")
     assert took is not None and took >= 0.05
+
+
+async def test_namespace_annotation_logs_its_acls_and_its_change_reconciles() -> None:
+    from controllers.netpol.acl_logging import ANNOTATION
+    from controllers.netpol.reconcile import logging_changed
+
+    nb = FakeNorthbound()
+    pols, pods, nss = stores(policy("p", ingress=[{}]))
+    plain = {"metadata": {"name": "a", "labels": {"team": "x"}}}
+    annotated = {"metadata": {**plain["metadata"], "annotations": {ANNOTATION: '{"deny": "alert"}'}}}
+    nss.upsert(annotated)
+    await NetpolReconciler(nb, pols, pods, nss).reconcile("cluster")
+    desired = nb.applied[-1][0]
+    logged = [a.log for pg in desired.port_groups.values() for a in pg.acls if a.log is not None]
+    assert [(x.name, x.severity) for x in logged] == [("np-deny/a/Ingress", "alert")]
+    assert logging_changed(plain, annotated) and not logging_changed(annotated, annotated)
