@@ -136,8 +136,7 @@ async def _openapi_v3(request: web.Request) -> web.Response:
     return respond(doc)
 
 
-def make_app(st: ApiState, kubelet_netns: str = "") -> web.Application:
-    """`kubelet_netns`: where the nodes' kubelets are reached from (metricsapi.py), if not here."""
+def make_app(st: ApiState) -> web.Application:
     app = web.Application(middlewares=[api_middleware], client_max_size=3 * 1024 * 1024)
     app[STATE] = st
     app[podstreams.KUBELET] = KubeletClient(st.config.kubelet)
@@ -146,7 +145,7 @@ def make_app(st: ApiState, kubelet_netns: str = "") -> web.Application:
         await app[podstreams.KUBELET].close()
 
     app.on_cleanup.append(close_kubelet_client)
-    metricsapi.install(app, st, kubelet_netns)
+    metricsapi.install(app, st, app[podstreams.KUBELET])
     app.router.add_get("/version", _version)
     for path in _OPEN:
         app.router.add_get(path, _health)

@@ -2,8 +2,9 @@
 InternalIP (or Hostname) at its status.daemonEndpoints.kubeletEndpoint.Port, presenting
 --kubelet-client-certificate/--kubelet-client-key and verifying the kubelet's serving certificate
 against --kubelet-certificate-authority (kube-apiserver verifies nothing without it, and so does
-this). --kubelet-netns: the network namespace the nodes are reached from (a cluster's underlay),
-its sockets made there (nodeenv/netns_socket.py)."""
+this; metrics-server's scrape, metricsserver.py, goes the same way). --kubelet-netns: the network
+namespace the nodes are reached from (a cluster's underlay), its sockets made there
+(nodeenv/netns_socket.py)."""
 
 from __future__ import annotations
 

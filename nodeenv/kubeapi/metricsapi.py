@@ -1,10 +1,11 @@
 """The Metrics API (metrics.k8s.io/v1beta1), as k3s serves it through metrics-server's APIService:
 NodeMetrics (`nodes`, cluster-scoped) and PodMetrics (`pods`, namespaced), get and list, with
 label selectors on the Node's or Pod's labels; what `kubectl top nodes` and `kubectl top pods`
-read. The usage comes from metricsserver.py, scraping the nodes' kubelets in the background while
-the app runs. A Pod or Node without a window of usage yet is absent from lists and 404 on get, as
-metrics-server answers (`podmetrics.metrics.k8s.io "default/web" not found`; `pods "default/x" not
-found` for a Pod that does not exist).
+read. The usage comes from metricsserver.py, scraping the nodes' kubelet APIs (HTTPS, the API
+server's kubelet client certificate) in the background while the app runs. A Pod or Node without a
+window of usage yet is absent from lists and 404 on get, as metrics-server answers
+(`podmetrics.metrics.k8s.io "default/web" not found`; `pods "default/x" not found` for a Pod that
+does not exist).
 
 Registered in the double's kinds (discovery, RBAC: get/list on `nodes.metrics.k8s.io` and
 `pods.metrics.k8s.io`), answered here rather than from the store (`handle`)."""
@@ -23,6 +24,7 @@ from aiohttp import web
 from nodeenv.kubeapi import metricsserver
 from nodeenv.kubeapi.errors import MethodNotAllowed, not_found
 from nodeenv.kubeapi.kinds import Kind
+from nodeenv.kubeapi.kubeletclient import KubeletClient
 from nodeenv.kubeapi.metricsserver import MetricsServer, Usage
 from nodeenv.kubeapi.routing import RequestInfo
 from nodeenv.kubeapi.selectors import labels_match, parse_labels
@@ -76,11 +78,6 @@ def pod_metrics(pod: Obj, server: MetricsServer) -> Obj | None:
             "containers": [{"name": n, "usage": _usage(u)} for n, u in containers]}  # fmt: skip
 
 
-def _internal_ip(node: Obj) -> str:
-    addrs = (node.get("status") or {}).get("addresses") or []
-    return next((a["address"] for a in addrs if a.get("type") == "InternalIP"), "")
-
-
 async def handle(request: web.Request, st: ApiState, info: RequestInfo) -> web.StreamResponse:
     if info.verb not in ("get", "list"):
         raise MethodNotAllowed("the server does not allow this method on the requested resource")
@@ -125,22 +122,21 @@ def apiservice() -> Obj:
                                        "lastTransitionTime": _stamp(time.time())}]}}  # fmt: skip
 
 
-def install(app: web.Application, st: ApiState, netns: str = "") -> None:
+def install(app: web.Application, st: ApiState, client: KubeletClient) -> None:
     """The kinds and their APIService registered, and metrics-server's scrape loop running with the
-    app."""
+    app, reaching the kubelets with the API server's `client`."""
     st.registry.register([NODE_METRICS, POD_METRICS])
     services = st.registry.lookup("apiregistration.k8s.io", "v1", "apiservices")
     if services is not None and st.store.get(services, "", f"{VERSION}.{GROUP}") is None:
         st.resources.create(services, "", apiservice())
-    server = app[SERVER] = MetricsServer(netns=netns)
+    server = app[SERVER] = MetricsServer(client)
 
     async def scraping(app: web.Application) -> AsyncIterator[None]:
         async def loop() -> None:
             while True:
                 node_kind = st.registry.lookup("", "v1", "nodes")
                 assert node_kind is not None
-                nodes = [(n["metadata"]["name"], _internal_ip(n)) for n in st.store.items(node_kind)]
-                await server.scrape([(name, ip) for name, ip in nodes if ip])
+                await server.scrape(metricsserver.scraped(list(st.store.items(node_kind))))
                 await asyncio.sleep(metricsserver.RESOLUTION)
 
         task = asyncio.create_task(loop())

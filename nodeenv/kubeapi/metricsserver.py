@@ -1,28 +1,32 @@
 """metrics-server's part, as k3s runs it: every RESOLUTION seconds, each Node's kubelet
-`/metrics/resource` scraped (its InternalIP, the read-only port: nodeenv/kubelet/readonlyport.py;
-from the nodes' network namespace when the double serves one with --also-listen), and the usage
-over the window between a sample and the one before: CPU as the rate of the cumulative core-seconds
-(nanocores), memory as the last working set. A Node that does not answer keeps no metrics (kubectl
-top then says so for it), as metrics-server drops it. Pure parsing and arithmetic here; the scrape
-is one HTTP GET with http.client on a socket made in the right namespace."""
+`/metrics/resource` scraped over the kubelet API (HTTPS with the API server's kubelet client
+certificate, through kubeletclient.py: its endpoint from the Node's address and the port in its
+status, as k3s's metrics-server runs with --kubelet-use-node-status-port, so a Node without a
+kubelet endpoint is not scraped; from --kubelet-netns when the nodes are reached from there), all
+Nodes at once, and the usage over the window between a sample and the one before: CPU as the rate
+of the cumulative core-seconds (nanocores), memory as the last working set. A Node that does not
+answer keeps no metrics (kubectl top then says so for it), as metrics-server drops it. Pure parsing
+and arithmetic here, but for the scrape (`fetch`)."""
 
 from __future__ import annotations
 
 import asyncio
-import http.client
+import contextlib
 import logging
-import socket
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodeenv import netns_socket
+from nodeenv.kubeapi.errors import BadRequest
+from nodeenv.kubeapi.kubeletclient import KubeletClient, node_endpoint
 
 log = logging.getLogger(__name__)
 RESOLUTION = 10.0
 """Seconds between scrapes (metrics-server's --metric-resolution; k3s's default is 15 s)."""
-KUBELET_READ_ONLY_PORT = 10255
+TIMEOUT = 5.0
+"""Seconds a scrape of one kubelet may take."""
 ContainerKey = tuple[str, str, str]
 """(namespace, pod, container)."""
 
@@ -72,30 +76,33 @@ def parse(text: str) -> tuple[Point | None, dict[ContainerKey, Point]]:
     return node, {k: v for k, v in points.items() if k is not None}
 
 
-def fetch(host: str, port: int, netns: str, timeout: float = 3.0) -> str:
-    """GET http://host:port/metrics/resource, connecting from `netns` (or this namespace)."""
-    if netns:
-        sock = netns_socket.connected_socket(netns, host, port, timeout)
-    else:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    conn.sock = sock
-    try:
-        conn.request("GET", "/metrics/resource")
-        resp = conn.getresponse()
-        body = resp.read().decode()
+def scraped(nodes: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(name, kubelet API base URL) of the Nodes that report a kubelet endpoint (and an address)."""
+    out = []
+    for n in nodes:
+        status = n.get("status") or {}
+        if ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port"):
+            with contextlib.suppress(BadRequest):  # no address: nowhere to scrape
+                out.append((n["metadata"]["name"], node_endpoint(n)))
+    return out
+
+
+async def fetch(client: KubeletClient, endpoint: str, timeout: float = TIMEOUT) -> str:
+    """GET {endpoint}/metrics/resource, as the API server's kubelet client."""
+    async with client.session.get(
+        endpoint + "/metrics/resource", timeout=aiohttp.ClientTimeout(total=timeout)
+    ) as resp:
+        body = await resp.text()
         if resp.status != 200:
-            raise OSError(f"HTTP {resp.status}")
+            raise aiohttp.ClientResponseError(
+                resp.request_info, (), status=resp.status, message=body.strip()[:200]
+            )
         return body
-    finally:
-        conn.close()
 
 
 @dataclass
 class MetricsServer:
-    netns: str = ""
-    port: int = 0
-    """The kubelets' port; 0: KUBELET_READ_ONLY_PORT."""
+    client: KubeletClient
     nodes: dict[str, Usage] = field(default_factory=dict)
     containers: dict[ContainerKey, Usage] = field(default_factory=dict)
     _last: dict[str, tuple[Point | None, dict[ContainerKey, Point]]] = field(default_factory=dict)
@@ -127,14 +134,14 @@ class MetricsServer:
             self.containers.pop(key, None)
             del self._owner[key]
 
-    async def scrape(self, nodes: Iterable[tuple[str, str]]) -> None:
-        """One round over (node name, InternalIP)."""
-        port = self.port or KUBELET_READ_ONLY_PORT
-        for name, ip in nodes:
-            try:
-                text = await asyncio.to_thread(fetch, ip, port, self.netns)
-            except OSError as e:
-                log.info("metrics: node %s (%s:%d) not scraped: %s", name, ip, port, e)
+    async def scrape(self, nodes: list[tuple[str, str]]) -> None:
+        """One round over (node name, kubelet API base URL), every node at once."""
+        results = await asyncio.gather(*(fetch(self.client, url) for _, url in nodes), return_exceptions=True)
+        for (name, url), result in zip(nodes, results, strict=True):
+            if isinstance(result, str):
+                self.record(name, result)
+            elif isinstance(result, aiohttp.ClientError | OSError):  # TimeoutError is an OSError
+                log.info("metrics: node %s (%s) not scraped: %s", name, url, result)
                 self.forget(name)
-                continue
-            self.record(name, text)
+            else:
+                raise result

@@ -64,7 +64,7 @@ class KubeApiServer:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(self.pki.cert, self.pki.key)
         self._runner = web.AppRunner(
-            make_app(self.state, self.also[0].netns if self.also else ""),
+            make_app(self.state),
             handle_signals=False,
             access_log=None,
             shutdown_timeout=1.0,

@@ -66,7 +66,6 @@ from nodeenv.kubelet import monitoring
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.kubelet.notbooted import not_booted
-from nodeenv.kubelet.readonlyport import READ_ONLY_PORT
 from nodeenv.ovn_pki import MANIFEST_IDENTITIES, manifest_pki, secret_args
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
 from nodeenv.plasmacloud_auth import ensure_dev_pki
@@ -330,8 +329,7 @@ def _start(s: BootSettings, env: Mapping[str, str]) -> None:
     dns = kubectl(s, "-n", NS, "get", "service", "cluster-dns", "-o", "jsonpath={.spec.clusterIP}").strip()
     argv = [py, "-m", "nodeenv.kubelet", "run", "--kubeconfig", str(s.kubeconfig), "--node-name", s.node_name,
             "--node-root", str(s.node_root), "--state-dir", str(s.short_dir / "pods"),
-            "--cluster-dns", dns, *kubelets.kubelet_flags(s.node_name),
-            "--read-only-port", str(READ_ONLY_PORT)]  # fmt: skip
+            "--cluster-dns", dns, *kubelets.kubelet_flags(s.node_name)]  # fmt: skip
     start_foreground("kubelet", argv, s.run_dir / "kubelet.log", {**env, "PYTHONPATH": str(ROOT)}, table)
     say(f"runner started for {s.node_name}, cluster DNS {dns} (log {s.run_dir / 'kubelet.log'})")
 

@@ -10,7 +10,8 @@
    in its node's namespace, a probe goes from there and a pod's CNI ADD runs there; node1's runner
    also plays kube-controller-manager and the scheduler (--controllers), the others do not; each
    serves the kubelet API on its address, port 10250 (certificates from `<run dir>/kubelet-pki`),
-   which the API double reaches from the underlay's namespace (--kubelet-netns);
+   which the API double reaches from the underlay's namespace (--kubelet-netns) for kubectl
+   logs/exec/port-forward and metrics-server's scrape of /metrics/resource (kubectl top);
 4. once every Node is registered (the cluster is up, as when an admin applies to it), the overlay
    applied as on one node (boot.apply_overlay), k8shost-config's OVN endpoints being every
    control-plane node's address (README "Installing on k3s": all three members);
@@ -44,7 +45,6 @@ from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.boot import BootSettings
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.kubelet.nodenet import BootNodes, require_free
-from nodeenv.kubelet.readonlyport import READ_ONLY_PORT
 from nodeenv.kubelet.runner import RUNNER_LABEL
 
 SERVERS = 3
@@ -88,7 +88,7 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
                 "--node-root", str(n.root), "--state-dir", str(s.short_dir / f"pods{n.index}"),
                 "--cluster-dns", dns, "--node-labels", SERVER_LABELS if n.index <= SERVERS else "",
                 "--controllers", "true" if n.index == 1 else "false",
-                *kubelets.kubelet_flags(n.name), "--read-only-port", str(READ_ONLY_PORT)]  # fmt: skip
+                *kubelets.kubelet_flags(n.name)]  # fmt: skip
         log = s.run_dir / f"kubelet-{n.name}.log"
         start_foreground(f"kubelet-{n.name}", argv, log, py_env, table)
         boot.say(f"runner for {n.name} in {n.netns} (log {log})")

@@ -67,8 +67,6 @@ _FLAGS = (  # flag, env, default, help
     ("--kubelet-port", "K8SHOST_KUBELET_PORT", "10250", "run: the kubelet API's port"),
     ("--controllers", "K8SHOST_RUN_CONTROLLERS", "true",
      "run: also play kube-controller-manager and the scheduler (true/false; one runner of a cluster)"),
-    ("--read-only-port", "K8SHOST_READ_ONLY_PORT", "0",
-     "run: kubelet's read-only port on --node-ip: /metrics/resource for metrics-server (0: off, as k3s)"),
     ("--nodes", "K8SHOST_NODES", "3",
      "boot: nodes, each a network namespace on an underlay (1: the machine's own namespace is the node)"),
     ("--netns-prefix", "K8SHOST_BOOT_PREFIX", "k8shk", "boot, 2+ nodes: the nodes' namespaces' prefix"),
@@ -120,7 +118,6 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                               cluster_domain=args.cluster_domain, labels=labels,
                               controllers=args.controllers.lower() in ("1", "true", "yes"),
                               kubelet_port=int(args.kubelet_port) if args.tls_cert_file else 0,
-                              read_only_port=int(args.read_only_port),
                               podman_env={"HOME": env.get("HOME", "/root"), "PATH": env.get("PATH", ""),
                                           **store.env()})  # fmt: skip
     runner = Runner(settings, KubeClient.from_kubeconfig(Path(args.kubeconfig)))

@@ -28,7 +28,6 @@ from nodeenv.kubelet.events import NORMAL, WARNING, KubeletEvents
 from nodeenv.kubelet.notbooted import not_booted
 from nodeenv.kubelet.podman_args import Placement, run_args
 from nodeenv.kubelet.probes import KINDS, LABEL, ProbeTracker, run_probe
-from nodeenv.kubelet.readonlyport import ReadOnlyPort
 from nodeenv.kubelet.resourcestats import ContainerUsage, cgroup_usage, render
 from nodeenv.kubelet.sandbox import NOT_READY, CniConfig, PodSandbox, SandboxError
 from nodeenv.kubelet.sidecars import runtime as stand_ins
@@ -73,8 +72,6 @@ class RunnerSettings:
     """kubelet's --resolv-conf: the node's resolver configuration."""
     kubelet_port: int = 0
     """The kubelet API's port, published in the Node's status.daemonEndpoints (0: none served)."""
-    read_only_port: int = 0
-    """kubelet's --read-only-port: /metrics/resource on node_ip (readonlyport.py); 0: off."""
     controllers: bool = True
     """Also play kube-controller-manager and the scheduler (workloads.py, endpoints.py): one runner
     of a cluster does, the others are only their node's kubelet."""
@@ -435,7 +432,6 @@ class Runner:
         self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
         self._cgroups: dict[str, str] = {}
         """Container id -> its cgroup (podman's State.CgroupPath)."""
-        self.read_only: ReadOnlyPort | None = None
 
     def find_pod(self, namespace: str, name: str) -> PodRuntime | None:
         """This node's pod by name (the kubelet API's view)."""
@@ -531,11 +527,6 @@ class Runner:
     def run(self, stop: threading.Event) -> None:
         self._bound_kubelet_dir = rootdir.setup(self.kubelet_dir)
         self.register_node()
-        if self.settings.read_only_port:
-            self.read_only = ReadOnlyPort(
-                self.settings.node_ip, self.settings.read_only_port, self.resource_metrics
-            )
-            self.read_only.start()
         while not stop.is_set():
             try:
                 self.step()
@@ -553,8 +544,6 @@ class Runner:
         self._stop_pods([rt for rt in self.pods.values() if not rt.pod["spec"].get("hostNetwork")])
 
     def shutdown(self) -> None:
-        if self.read_only is not None:
-            self.read_only.stop()
         self.drain()
         self._stop_pods(list(self.pods.values()))
         if self._bound_kubelet_dir:

@@ -27,6 +27,7 @@ from nodeenv.kubelet.kubeletapi.server import KubeletApiServer, KubeletApiSettin
 from nodeenv.kubelet.runner import Runner, RunnerSettings
 from nodeenv.podman_runtime import IMAGE, make_podman
 from nodeenv.scenario import Scenario
+from nodeenv.scenarios import kubelet_metrics
 
 NODE, NS, POD = "sandbox-kubelet", "sandbox-reach", "reach"
 
@@ -110,6 +111,7 @@ def run(scn: Scenario) -> None:
         _wait_running(scn)
     try:
         _reach(scn, pki, port)
+        kubelet_metrics.run_on(scn, pki, NODE, port)  # kubectl top on this node, while it runs
     finally:  # gone before the later parts, which would otherwise see a Node of its own
         halt()
 

@@ -40,6 +40,14 @@ class PodIndex(Protocol):
     def find_pod(self, namespace: str, name: str) -> PodView | None: ...
 
 
+class KubeletNode(PodIndex, Protocol):
+    """What the kubelet API serves of the runner: its pods, and its resource metrics."""
+
+    def resource_metrics(self) -> bytes:
+        """kubelet's /metrics/resource (Prometheus text, nodeenv/kubelet/resourcestats.py)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class LogSource:
     podman_ref: str = ""

@@ -5,12 +5,16 @@ Callers are authenticated by client certificate against --client-ca-file (a cert
 another CA fails the TLS handshake; none at all is 401 Unauthorized, as kubelet with anonymous
 auth off). Authorization stands in for kubelet's Webhook mode, where kube-apiserver would answer a
 SubjectAccessReview: only the users named (the API server's --kubelet-client-certificate CN) may
-use it, anyone else is 403 `Forbidden (user=..., verb=..., resource=nodes, subresource=proxy)`.
+use it, anyone else is 403 `Forbidden (user=..., verb=..., resource=nodes, subresource=proxy)`, the
+subresource named as kubelet names it for a SubjectAccessReview (/metrics/*: `metrics`, /healthz:
+`healthz`, the rest `proxy`).
 
-Paths (kubelet's): /healthz, /containerLogs/{ns}/{pod}/{container}, /exec|/attach/{ns}/{pod}[/{uid}]/
-{container}, /portForward/{ns}/{pod}[/{uid}]. Exec and attach speak the WebSocket remote command
-protocol (remotecommand.py; a terminal with tty=true), port-forward SPDY tunneled in WebSocket
-(portforward.py). Runs on its own event loop in a thread of the runner."""
+Paths (kubelet's): /healthz, /metrics/resource (what metrics-server scrapes: resourcestats.py, from
+the runner's cgroups; no read-only port serves it), /containerLogs/{ns}/{pod}/{container},
+/exec|/attach/{ns}/{pod}[/{uid}]/{container}, /portForward/{ns}/{pod}[/{uid}]. Exec and attach
+speak the WebSocket remote command protocol (remotecommand.py; a terminal with tty=true),
+port-forward SPDY tunneled in WebSocket (portforward.py).
+Runs on its own event loop in a thread of the runner."""
 
 from __future__ import annotations
 
@@ -23,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import WSMsgType, web
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from nodeenv import netns_socket
 from nodeenv.kubelet.kubeletapi import logs, remotecommand
-from nodeenv.kubelet.kubeletapi.pods import KubeletError, PodIndex, log_source, pod_of, running_container
+from nodeenv.kubelet.kubeletapi.pods import KubeletError, KubeletNode, log_source, pod_of, running_container
 from nodeenv.kubelet.kubeletapi.portforward import PortForwardSession
 from nodeenv.kubelet.kubeletapi.spdy import SpdyError
 
@@ -37,7 +42,7 @@ API_SERVER_USER = "kube-apiserver-kubelet-client"
 PORTFORWARD_PROTOCOL = "SPDY/3.1+portforward.k8s.io"
 """client-go's port-forward tunneled in WebSocket (PortForwardWebsockets)."""
 H = Callable[[web.Request], Awaitable[web.StreamResponse]]
-INDEX = web.AppKey("pods", PodIndex)
+INDEX = web.AppKey("pods", KubeletNode)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +78,13 @@ def _user(request: web.Request) -> str | None:
     return None
 
 
+def _subresource(path: str) -> str:
+    """The `nodes` subresource kubelet's authorizer names for a path (the rest is `proxy`)."""
+    if path == "/healthz":
+        return "healthz"
+    return "metrics" if path == "/metrics" or path.startswith("/metrics/") else "proxy"
+
+
 @web.middleware
 async def authn(request: web.Request, handler: H) -> web.StreamResponse:
     user = _user(request)
@@ -80,7 +92,7 @@ async def authn(request: web.Request, handler: H) -> web.StreamResponse:
         return web.Response(status=401, text="Unauthorized")
     if user not in request.app[SETTINGS].authorized:
         verb = "get" if request.method == "GET" else "create"
-        sub = "healthz" if request.path == "/healthz" else "proxy"
+        sub = _subresource(request.path)
         log.warning("refused %s %s from %s", request.method, request.path, user)
         return web.Response(status=403, text=f"Forbidden (user={user}, verb={verb}, resource=nodes, "
                                              f"subresource={sub})")  # fmt: skip
@@ -92,6 +104,11 @@ async def authn(request: web.Request, handler: H) -> web.StreamResponse:
 
 async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
+
+
+async def _resource_metrics(request: web.Request) -> web.Response:
+    body = await asyncio.to_thread(request.app[INDEX].resource_metrics)  # podman inspect, cgroup reads
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
 
 
 async def _logs(request: web.Request) -> web.StreamResponse:
@@ -162,10 +179,11 @@ async def _portforward(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-def make_app(index: PodIndex, settings: KubeletApiSettings) -> web.Application:
+def make_app(index: KubeletNode, settings: KubeletApiSettings) -> web.Application:
     app = web.Application(middlewares=[authn])
     app[INDEX], app[SETTINGS] = index, settings
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/metrics/resource", _resource_metrics)
     app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", _logs)
     for path, handler in (("/exec", _exec), ("/attach", _attach)):
         for tail in ("/{namespace}/{pod}/{container}", "/{namespace}/{pod}/{uid}/{container}"):
@@ -180,7 +198,7 @@ def make_app(index: PodIndex, settings: KubeletApiSettings) -> web.Application:
 class KubeletApiServer:
     """The app on its own loop in a daemon thread (the runner's loop is synchronous)."""
 
-    def __init__(self, index: PodIndex, settings: KubeletApiSettings) -> None:
+    def __init__(self, index: KubeletNode, settings: KubeletApiSettings) -> None:
         self.settings = settings
         self.loop = asyncio.new_event_loop()
         self._runner = web.AppRunner(make_app(index, settings), access_log=None, handle_signals=False,

@@ -44,6 +44,9 @@ class NoPods:
     def find_pod(self, namespace: str, name: str) -> None:
         return None
 
+    def resource_metrics(self) -> bytes:
+        return b"# no containers\n"
+
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> KubeletPki:

@@ -23,6 +23,7 @@ from nodeenv.kubelet.kubeletapi.pki import KubeletPki, make_kubelet_pki
 from nodeenv.kubelet.kubeletapi.pods import KubeletError, log_source, running_container
 from nodeenv.kubelet.kubeletapi.remotecommand import exit_status
 from nodeenv.kubelet.kubeletapi.server import KubeletApiServer, KubeletApiSettings
+from nodeenv.kubelet.resourcestats import Usage, render
 from nodeenv.kubelet.status import ContainerState
 from webhook.devcerts import issue_ca, issue_leaf, write_pair
 
@@ -30,6 +31,9 @@ from webhook.devcerts import issue_ca, issue_leaf, write_pair
 class NoPods:
     def find_pod(self, namespace: str, name: str) -> None:
         return None
+
+    def resource_metrics(self) -> bytes:
+        return render(Usage(12.5, 1024 * 1024), [])
 
 
 def _free_port() -> int:
@@ -73,11 +77,21 @@ def test_api_server_certificate_is_served(kubelet: KubeletApiServer, pki: Kubele
     assert _get(kubelet, pki, "/healthz", (pki.client_cert, pki.client_key)) == (200, "ok")
     assert _get(kubelet, pki, "/containerLogs/ns/p/c", (pki.client_cert, pki.client_key)) == (
         404, "pod does not exist")  # fmt: skip
+    status, text = _get(kubelet, pki, "/metrics/resource", (pki.client_cert, pki.client_key))
+    assert status == 200 and "node_cpu_usage_seconds_total 12.5" in text, text
 
 
 def test_no_client_certificate_is_unauthorized(kubelet: KubeletApiServer, pki: KubeletPki) -> None:
     assert _get(kubelet, pki, "/healthz", None) == (401, "Unauthorized")
     assert _get(kubelet, pki, "/containerLogs/ns/p/c", None) == (401, "Unauthorized")
+
+
+def test_resource_metrics_need_the_api_servers_client_certificate(
+    kubelet: KubeletApiServer, pki: KubeletPki
+) -> None:
+    """metrics-server's path is served to the API server's certificate only: none is 401 (as the
+    kubelet API refuses any path; the runner has no unauthenticated read-only port either)."""
+    assert _get(kubelet, pki, "/metrics/resource", None) == (401, "Unauthorized")
 
 
 def test_certificate_of_another_ca_fails_the_handshake(
@@ -97,12 +111,18 @@ def test_forbidden_user_signed_by_the_client_ca(tmp_path: Path) -> None:
                                   client_ca=pki.client_ca, podman_env={})  # fmt: skip
     server = KubeletApiServer(NoPods(), settings)
     server.start()
+    client = (pki.client_cert, pki.client_key)
     try:
-        status, text = _get(server, pki, "/exec/ns/p/c?command=id", (pki.client_cert, pki.client_key))
+        status, text = _get(server, pki, "/exec/ns/p/c?command=id", client)
+        metrics = _get(server, pki, "/metrics/resource", client)
     finally:
         server.stop()
     assert status == 403
     assert text == "Forbidden (user=system:node:node2, verb=get, resource=nodes, subresource=proxy)"
+    assert metrics == (
+        403,
+        "Forbidden (user=system:node:node2, verb=get, resource=nodes, subresource=metrics)",
+    )
 
 
 class Pod:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nodeenv.kubeapi.kubeletclient import KubeletClient, KubeletClientConfig
 from nodeenv.kubeapi.metricsserver import MetricsServer, Point, parse, rate
 from nodeenv.kubelet.resourcestats import ContainerUsage, Usage, cgroup_usage, render
 
@@ -43,7 +44,7 @@ def test_two_scrapes_make_a_rate() -> None:
     later = Point(node.cpu_seconds + 5.0, node.memory_bytes, node.at + 10.0)
     usage = rate(node, later)
     assert usage is not None and usage.nanocores == 500_000_000 and usage.window == 10.0
-    server = MetricsServer()
+    server = MetricsServer(KubeletClient(KubeletClientConfig()))  # not used: no scrape here
     server.record("node1", first)
     assert server.nodes == {} and server.containers == {}  # one scrape: no window yet
     server.forget("node1")
