@@ -42,7 +42,7 @@ from tests.kubeapi_fixture import KubeApiHandle
 pytestmark = pytest.mark.own_ovs
 
 NETWORK = {
-    "ovn-central": 3,
+    "ovn-central": 4,  # nb, sb, northd and the RAFT exporter
     "ovs-node": 2,
     "prismnet-agent": 1,
     "fiberlb-controller": 1,
