@@ -159,7 +159,7 @@ def nbctl(ports: dict[str, str], member: int, pki: OvnPki, *args: str) -> str:
 def test_three_members_form_the_clusters_without_capabilities(members: Any) -> None:
     ms, ports, pki = members
     cs = containers()
-    assert set(cs) == {"nb", "sb", "northd"}
+    assert set(cs) == {"nb", "sb", "northd", "exporter"}  # the RAFT exporter beside the members
     assert all(c["securityContext"]["capabilities"] == {"drop": ["ALL"]} for c in cs.values())
     for m in ms:
         if m.i:

@@ -159,7 +159,7 @@ def test_node_component_with_an_audit_log_records_who_did_what(short_tmp: Path) 
         events = read_audit_log(Path(env["KUBE_AUDIT_LOG"]))
     finally:
         node.down()
-    (create,) = [e for e in events if e["verb"] == "create"]
+    (create,) = [e for e in events if e["verb"] == "create" and e["objectRef"]["resource"] == "namespaces"]
     assert create["objectRef"] == {"resource": "namespaces", "name": "audited", "apiVersion": "v1"}
     assert create["user"]["username"] == "kubernetes-admin" and create["sourceIPs"] == ["127.0.0.1"]
     assert str(create["userAgent"]).startswith("kubectl/") and create["responseStatus"]["code"] == 201

@@ -159,15 +159,6 @@ COMMANDS: list[Step] = [
     Step(("logs", "statefulset/db", "--tail", "5"), r""),
     Step(("exec", "deployment/web", "--", "python3", "-c", "print('hi')"), r"^hi$"),
     Step(("exec", "-i", "statefulset/db", "--", "cat"), r"^piped$", stdin="piped\n"),
-    Step(
-        ("debug", "node/node2", f"--image={IMAGE}", "--profile=sysadmin", "--", "true"),
-        r"Creating debugging pod node-debugger-node2-\w+ with container debugger on node node2",
-    ),
-    Step(
-        ("get", "pods", "--field-selector", "spec.nodeName=node2"),
-        r"^node-debugger-node2-\w+\s",
-        retry=60,
-    ),
 ]
 
 

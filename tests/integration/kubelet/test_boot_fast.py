@@ -83,7 +83,7 @@ def test_host_network_workloads_ready_through_their_probes(kube_api, applied: Pa
     assert "didn't have free ports" in second[0]["status"]["conditions"][0]["message"]
     table = kubectl(kube_api, "get", "pods", "-n", NS, "-l", "app.kubernetes.io/part-of=k8shost")
     assert sum(" 1/1 " in line and "Running" in line for line in table.splitlines()) == 4, table
-    assert any(" 3/3 " in line and line.startswith("ovn-central-") for line in table.splitlines()), table
+    assert any(" 4/4 " in line and line.startswith("ovn-central-") for line in table.splitlines()), table
 
     pki = applied
     env = ps[next(n for n in ps if n.startswith("iam-webhook-"))]["spec"]["containers"][0]["env"]

@@ -82,4 +82,6 @@ def test_pod_network_workloads_get_prismnet_ips_and_ready(
 
     wait_for(cleaned, 20, "CNI DEL and netns removal of the deleted pods",
              lambda: f"left: {cleaned.last}")  # type: ignore[attr-defined]  # fmt: skip
-    assert not runner.pods
+    wait_for(
+        lambda: not runner.pods, 30, "the runner forgetting the deleted pods", lambda: str(list(runner.pods))
+    )
