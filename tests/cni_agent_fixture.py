@@ -38,7 +38,9 @@ class Agent:
 
     def restart(self) -> None:
         self.stop()
-        self.env.update(self.component.start(self.node))
+        env = self.component.start(self.node)  # a new metrics port: node.endpoints must say so too
+        self.env.update(env)
+        self.node.endpoints.update(env)
 
     def stop(self) -> None:
         self.node.daemons.stop("prismnet-agent")
