@@ -43,7 +43,7 @@ pytestmark = pytest.mark.own_ovs
 
 NETWORK = {
     "ovn-central": 4,  # nb, sb, northd and the RAFT exporter
-    "ovs-node": 2,
+    "ovs-node": 3,  # openvswitch, ovn-controller, ovn-log-rotate
     "prismnet-agent": 1,
     "fiberlb-controller": 1,
     "netpol-controller": 1,

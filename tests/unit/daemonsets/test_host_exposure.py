@@ -14,13 +14,16 @@ from tests.unit.daemonsets.rendered import containers, ident, pod_spec, workload
 
 Obj = dict[str, Any]
 NO_API = {
-    "DaemonSet/kube-system/prismnet-agent": "the CNI agent talks to OVS and OVN only",
     "DaemonSet/kube-system/ovs-node": "OVS and ovn-controller",
     "StatefulSet/kube-system/ovn-central": "the OVN databases and northd",
     "DaemonSet/kube-system/iam-webhook": "answers TokenReviews, never calls the API",
     "DaemonSet/kube-system/lightningstor-csi-node": "node plugin + registrar: kubelet's socket",
 }
 """Workloads that never call the Kubernetes API, and why: no token is mounted into them."""
+TOKEN_IN = {"DaemonSet/kube-system/prismnet-agent": "prismnet-agent"}
+"""Workloads whose pod opts out of the token but project it into one container: the CNI agent writes
+PolicyDenied Events, its installer never calls the API."""
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 ANY_ADDRESS = re.compile(r"(^|[^\d.])(0\.0\.0\.0|\[::\]|::)(:\d+)?$|^:\d+$")
 
 
@@ -35,8 +38,26 @@ def test_pods_that_never_call_the_api_mount_no_token(name: str) -> None:
 
 def test_pods_that_call_the_api_keep_their_token() -> None:
     for name, w in _by_ident().items():
-        if name not in NO_API:
+        if name not in NO_API and name not in TOKEN_IN:
             assert pod_spec(w).get("automountServiceAccountToken") is not False, name
+
+
+def token_containers(w: Obj) -> set[str]:
+    """Containers with a projected serviceAccountToken mounted at the service-account path."""
+    sources = {
+        v["name"]: (v.get("projected") or {}).get("sources") or [] for v in pod_spec(w).get("volumes") or []
+    }
+    vols = {name for name, srcs in sources.items() if any("serviceAccountToken" in s for s in srcs)}
+    return {c["name"] for c in containers(w) for m in c.get("volumeMounts") or []
+            if m["name"] in vols and m["mountPath"] == SA_MOUNT}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(TOKEN_IN))
+def test_the_token_is_projected_into_the_one_container_that_calls_the_api(name: str) -> None:
+    w = _by_ident()[name]
+    assert pod_spec(w).get("automountServiceAccountToken") is False, name
+    assert pod_spec(w).get("serviceAccountName") not in (None, "default"), f"{name}: an account of its own"
+    assert token_containers(w) == {TOKEN_IN[name]}
 
 
 def test_no_pod_shares_the_hosts_pid_namespace() -> None:
