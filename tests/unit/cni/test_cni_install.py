@@ -18,7 +18,8 @@ INSTALLER = Path(sys.executable).parent / "prismnet-install"
 
 
 def _pod_spec() -> dict[str, Any]:
-    doc = yaml.safe_load((ROOT / "daemonsets" / "cni" / "node-agent.yaml").read_text())
+    docs = yaml.safe_load_all((ROOT / "daemonsets" / "cni" / "node-agent.yaml").read_text())
+    doc = next(d for d in docs if d and d["kind"] == "DaemonSet")
     spec: dict[str, Any] = doc["spec"]["template"]["spec"]
     return spec
 
