@@ -10,7 +10,7 @@ setup:
 	@bash scripts/setup.sh
 
 # ovs-vswitchd 3.5.0 built from Debian 13's source into build/ovs-3.5.0 (Debian 12's 3.1.0 aborts
-# under load-balancer connection churn; README "When a daemon dies"). ~90 s once, then nothing.
+# under load-balancer connection churn; docs/troubleshooting.md). ~90 s once, then nothing.
 ovs: setup
 	@bash scripts/build-ovs.sh
 
@@ -51,7 +51,7 @@ unit: setup
 integration: setup ovs
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
-# The admin's path on this machine (README "Booting the overlay"): the image, the API double, `kubectl
+# The admin's path on this machine (docs/image-and-boot.md): the image, the API double, `kubectl
 # apply -k daemonsets/overlays/k3s`, every workload booted from the image on NODES nodes (network
 # namespaces; 3 by default, as an HA k3s has servers); .run-boot/. NODES=1 boots on the machine's own
 # namespace: not beside node-up or a test session then (one userspace-datapath ovs-vswitchd there).
@@ -64,7 +64,7 @@ boot-status:
 boot-down:
 	@if [ -x $(PY) ]; then $(PY) -m nodeenv.kubelet down; else echo "boot-down: nothing to stop (no .venv)"; fi
 
-# The suite's image, in the private podman store build/podman (README "Image").
+# The suite's image, in the private podman store build/podman (docs/image-and-boot.md).
 image: setup
 	$(PY) -m nodeenv.image build
 

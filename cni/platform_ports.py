@@ -51,4 +51,4 @@ PLATFORM_PORTS = ",".join((
     "udp:4789",  # VXLAN: OVN's tunnels are terminated by the node, never sent by a pod
     "udp:6081",  # Geneve: a pod's packet would be decapsulated into any logical port
 ))  # fmt: skip
-"""The default of `--platform-ports`: README "The platform guard" gives each its reason."""
+"""The default of `--platform-ports`: docs/security.md, "The platform guard", gives each its reason."""

@@ -1,6 +1,7 @@
-"""Every metric the suite's daemons export: the one list the README table, the dashboards and the
-alert rules are written against (a unit test renders the README table from it and compares; another
-checks each component's registry against it; the cluster test scrapes every daemon for it).
+"""Every metric the suite's daemons export: the one list the table in docs/monitoring.md, the
+dashboards and the alert rules are written against (a unit test renders that table from it and
+compares; another checks each component's registry against it; the cluster test scrapes every
+daemon for it).
 
 Labels are bounded by construction: a label never carries a tenant's text (pod, namespace, Service
 names) or an address a tenant chooses; the values each can take are given in `meaning`.
@@ -293,7 +294,7 @@ def by_component(component: str) -> list[MetricSpec]:
 
 
 def markdown_table() -> str:
-    """The README's table (tests/unit/test_metric_catalogue.py keeps the README equal to it)."""
+    """docs/monitoring.md's table (tests/unit/common/test_metric_catalogue.py keeps the page equal to it)."""
     rows = ["| metric | type | labels | component :port | meaning |", "|---|---|---|---|---|"]
     for m in CATALOGUE:
         where = "all controllers" if m.components == CONTROLLERS else ", ".join(m.components)

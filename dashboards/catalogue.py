@@ -1,6 +1,6 @@
 # ruff: noqa: E501  -- a panel a line or two reads as a table; PromQL strings are not broken up
 """The dashboards, as data: each a title and its panels, each panel a PromQL query over the suite's
-metric names (common/metric_catalogue.py, README "Metrics"), with Prometheus's conventions: rates
+metric names (common/metric_catalogue.py, docs/monitoring.md), with Prometheus's conventions: rates
 over counters, quantiles from `_bucket` histograms, no per-pod series where a sum says it.
 
 Labels the boot's scrape job adds (nodeenv/kubelet/monitoring.py): job (the pod's

@@ -8,7 +8,7 @@ from someone else or widened. `renew` replaces one identity's key and certificat
 cert-manager renews a Secret: the programs using it load the new files on their next connection.
 
 `python -m nodeenv.ovn_pki DIR NAME...` makes the CA (if new) and the named identities: the files
-the manifests' Secrets carry (README "Installing on k3s").
+the manifests' Secrets carry (docs/install-k3s.md).
 """
 
 from __future__ import annotations

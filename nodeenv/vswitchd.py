@@ -1,7 +1,7 @@
 """Which ovs-vswitchd the node environment runs, and the Open_vSwitch schema that goes with it.
 
 Debian 12's ovs-vswitchd 3.1.0 aborts in its userspace conntrack under TCP connection churn
-through an OVN load balancer (README, "When a daemon dies"; fixed upstream in 3.1.3), so
+through an OVN load balancer (docs/troubleshooting.md; fixed upstream in 3.1.3), so
 `scripts/build-ovs.sh` (run by `make test`, `make node-up`, `make sandbox`, `make bench`)
 builds 3.5.0 from Debian 13's source into build/ovs-3.5.0/. In order:
 

@@ -2,7 +2,7 @@
 # Builds ovs-vswitchd 3.5.0 from Debian 13's source into build/ovs-3.5.0/, idempotently.
 #
 # Why: Debian 12's ovs-vswitchd 3.1.0 aborts in its userspace conntrack under TCP connection
-# churn through an OVN load balancer (README "When a daemon dies"; fixed upstream in 3.1.3).
+# churn through an OVN load balancer (docs/troubleshooting.md; fixed upstream in 3.1.3).
 # Only the daemon and its database schema are built; Debian 12's ovsdb-server, ovs-vsctl,
 # ovs-appctl and OVN 23.03 keep working with them (tests/integration/nodeenv/test_lb_conntrack_churn.py).
 #

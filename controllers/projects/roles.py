@@ -1,6 +1,7 @@
 """The one RBAC table of a project namespace: which group gets which Role, the Role's rules, and
-what each role may and may not do. project-controller writes exactly this (template.py) and the
-README prints it (`python -m controllers.projects.roles` renders the Markdown; a test compares).
+what each role may and may not do. project-controller writes exactly this (template.py) and
+docs/components/projects.md prints it (`python -m controllers.projects.roles` renders the Markdown; a
+test compares).
 
 Where it departs from the spec's RBAC examples (spec "RBAC Templates"), following the spec's intent:
 - org-admin is bound to `org:<org>:admin`, which only org admins get, not to `org:<org>`, which every
@@ -123,8 +124,8 @@ def _verbs(verbs: tuple[str, ...]) -> str:
 
 
 def markdown() -> str:
-    """The table as the README prints it (`all verbs`: get/list/watch/create/update/patch/delete/
-    deletecollection, never `*`; `read`: get/list/watch)."""
+    """The table as docs/components/projects.md prints it (`all verbs`: get/list/watch/create/update/
+    patch/delete/deletecollection, never `*`; `read`: get/list/watch)."""
     lines = ["| Role (group bound) | Rules (API group: resources: verbs) | May | May not |",
              "|---|---|---|---|"]  # fmt: skip
     shown: dict[tuple[Rule, ...], str] = {}

@@ -1,5 +1,5 @@
 """The external-snapshotter CRDs a cluster admin installs before `kubectl apply -k daemonsets/overlays/k3s`
-(README, install step 4), built from the schemas vendored in tests/unit/daemonsets/crd_schemas/ with the
+(docs/install-k3s.md, step 4), built from the schemas vendored in tests/unit/daemonsets/crd_schemas/ with the
 names, scope and printer columns of external-snapshotter v8.2's CRD manifests; and the VolumeSnapshot and
 VolumeSnapshotContent CRDs (snapshot_objects.py)."""
 

@@ -1,5 +1,5 @@
 """The platform's listeners as `ss` shows them at run time in a node's or OVN central's namespace, what
-a pod would connect to for each, and the README's must-answer list (README "The platform guard")."""
+a pod would connect to for each, and docs/security.md's must-answer list."""
 
 from __future__ import annotations
 

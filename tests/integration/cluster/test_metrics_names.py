@@ -1,6 +1,6 @@
 """Issue 32 item 2 on the session's cluster: every daemon's /metrics, scraped where Prometheus would
 (each node's loopback in its namespace, the central's, the control plane's), has every name the
-catalogue (common/metric_catalogue.py, the README's table) lists for it, passes `promtool check
+catalogue (common/metric_catalogue.py, docs/monitoring.md's table) lists for it, passes `promtool check
 metrics`, and says what the cluster is: each node has a Geneve tunnel to each other node, the agents'
 OVSDB connections are up, the central's daemons answer (and in RAFT mode one member leads each
 database)."""

@@ -2,8 +2,8 @@
 
 The pods are ADDed through each node's installed plugin and conflist, in a namespace whose own
 NetworkPolicy allows every egress (so what stops them is the platform guard above any tenant
-policy, README "The platform guard"). From each: every TCP/UDP listener of its node and of OVN
-central, as `ss` lists them now, is refused unless the README's must-answer list names it; the OVN
+policy, docs/security.md). From each: every TCP/UDP listener of its node and of OVN
+central, as `ss` lists them now, is refused unless docs/security.md's must-answer list names it; the OVN
 databases do not even open a connection (no read, no write); the Kubernetes API answers an
 anonymous request only on kube-apiserver's public-info paths; a pod of another project is refused.
 The guard taken off (its router policy deleted), the same probe opens the NB: the checks can fail.

@@ -1,6 +1,6 @@
 """The catalogue of metrics (common/metric_catalogue.py) is what the code registers, component by
 component (no name missing, none undocumented), its names follow Prometheus' conventions, and the
-README's table is rendered from it."""
+table in docs/monitoring.md is rendered from it."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ REGISTRIES: dict[str, Callable[[], set[str]]] = {
 def test_the_catalogue_lists_exactly_what_the_component_registers(component: str) -> None:
     listed = {m.name for m in cat.by_component(component)}
     registered = REGISTRIES[component]()
-    assert registered - listed == set(), "registered but not in the catalogue (nor the README)"
+    assert registered - listed == set(), "registered but not in the catalogue (nor docs/monitoring.md)"
     assert listed - registered == set(), "in the catalogue but not registered"
 
 
@@ -133,8 +133,8 @@ def test_names_follow_prometheus_conventions() -> None:
         )
 
 
-def test_the_readme_table_is_the_catalogue() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert BEGIN in readme and END in readme, f"README.md needs {BEGIN} ... {END} around the table"
-    table = readme.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+def test_the_monitoring_page_table_is_the_catalogue() -> None:
+    page = (ROOT / "docs" / "monitoring.md").read_text()
+    assert BEGIN in page and END in page, f"docs/monitoring.md needs {BEGIN} ... {END} around the table"
+    table = page.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
     assert table == cat.markdown_table(), "regenerate it: python -m common.metric_catalogue > table"

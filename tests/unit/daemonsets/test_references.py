@@ -1,5 +1,5 @@
 """Every name an object refers to exists in the overlay (or is one of the few Secrets/ConfigMaps an admin
-creates first, as the README says), Services select pods that serve their target ports, and no two
+creates first, as docs/install-k3s.md says), Services select pods that serve their target ports, and no two
 host-network workloads listen on the same node port."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from tests.unit.daemonsets import programs
 from tests.unit.daemonsets.rendered import container_env, containers, ident, objects, pod_spec, workloads
 
 Obj = dict[str, Any]
-# Created by the cluster admin before `kubectl apply -k` (README "Installing on k3s"), never shipped.
+# Created by the cluster admin before `kubectl apply -k` (docs/install-k3s.md), never shipped.
 ADMIN_CREATED = {
     ("Secret", "iam-webhook-tls"),
     ("Secret", "iam-webhook-client-ca"),
     ("ConfigMap", "iam-webhook-keys"),
-    *{("Secret", secret_name(i)) for i in MANIFEST_IDENTITIES},  # README "Installing on k3s"
-    ("Secret", "plasmacloud-credentials"),  # PlasmaCloud's CA and IAM token (README "Install")
+    *{("Secret", secret_name(i)) for i in MANIFEST_IDENTITIES},  # docs/install-k3s.md
+    ("Secret", "plasmacloud-credentials"),  # PlasmaCloud's CA and IAM token (docs/install-k3s.md)
 }
 
 

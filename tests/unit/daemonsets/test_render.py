@@ -79,5 +79,6 @@ def test_every_container_image_is_the_suite_or_a_pinned_upstream_image() -> None
     "kdir", sorted(p.parent for p in DS.rglob("kustomization.yaml")), ids=lambda p: str(p.relative_to(DS))
 )
 def test_every_kustomization_renders_on_its_own(kdir: Path) -> None:
-    """Each component folder is also applied alone (README: `kubectl apply -k daemonsets/csi`)."""
+    """Each component folder is also applied alone (docs/components/csi.md: `kubectl apply -k
+    daemonsets/csi`)."""
     assert objects(kdir)

@@ -167,7 +167,7 @@ def test_connection_churn_through_a_vip_keeps_the_datapath_up(
     VIP from source ports narrowed to 200, so tuples come back within a fraction of a second on any
     machine. The node environment runs the ovs-vswitchd 3.5.0 of scripts/build-ovs.sh (here: ~110,000
     connections in 40 s, none failed); with K8SHOST_OVS_VSWITCHD=/usr/sbin/ovs-vswitchd this test
-    fails after ~20 s, vswitchd dead on that assertion (README, "When a daemon dies")."""
+    fails after ~20 s, vswitchd dead on that assertion (docs/troubleshooting.md)."""
     backends = start_backends(lb_pods, servers, n=2)
     client, _, _ = lb_pods.add("lbc", pod="churn-client")
     ovn_backend.apply(web([Backend(ip, 8080) for ip in backends.values()]))

@@ -172,11 +172,11 @@ def test_the_official_client_sees_the_same_403s(admin_a: Tenant) -> None:
         client.close()
 
 
-def test_the_readme_prints_the_rbac_table() -> None:
+def test_the_projects_page_prints_the_rbac_table() -> None:
     from controllers.projects.roles import markdown
 
-    readme = (Path(__file__).parents[4] / "README.md").read_text()
-    assert markdown() in readme, "README's RBAC table differs: python -m controllers.projects.roles"
+    page = (Path(__file__).parents[4] / "docs" / "components" / "projects.md").read_text()
+    assert markdown() in page, "the page's RBAC table differs: python -m controllers.projects.roles"
 
 
 GUARDS = Path(__file__).parents[4] / "daemonsets" / "rbac" / "tenant-guards.yaml"
