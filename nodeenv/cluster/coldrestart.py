@@ -164,6 +164,13 @@ def supervise(started: list[tuple[Node, Launch, DaemonRecord]], timeout: float, 
     return restarts
 
 
+def durable_api(cluster: Cluster) -> bool:
+    """Whether the cluster's API double keeps its objects on disk (started with --data-dir), so a
+    cold restart may take it too."""
+    recs = [r for r in cluster.control.daemons.load() if r.name == "kubeapi" and is_alive(r)]
+    return bool(recs) and "--data-dir" in Launch.read(recs[0], "").argv
+
+
 def cold_restart(cluster: Cluster, keep: Collection[str] = KEEP, timeout: float = 60.0) -> ColdRestart:
     """kill_all then start_all; `started_s` measured from the kill."""
     got, launches = kill_all(cluster, keep)

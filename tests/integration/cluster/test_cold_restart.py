@@ -17,8 +17,9 @@ from __future__ import annotations
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ import pytest
 from nodeenv.cluster import faults
 from nodeenv.cluster.churn import ClusterPods, LivePod, cross_node_ok
 from nodeenv.cluster.cluster import Cluster
-from nodeenv.cluster.coldrestart import cold_restart
+from nodeenv.cluster.coldrestart import KEEP, cold_restart
 from nodeenv.cluster.invariants import Row, rows, settle
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.cluster.underlay import list_netns
@@ -58,7 +59,7 @@ class Restarted:
 def restarted(short_tmp: Path) -> Iterator[Restarted]:
     require_ovn()
     settings = ClusterSettings(run_dir=short_tmp / "coldrestart", nodes=3, prefix=PREFIX,
-                               cluster_cidr="10.95.0.0/16", ovn_central="raft")  # fmt: skip
+                               cluster_cidr="10.95.0.0/16", ovn_central="raft", api_data=True)  # fmt: skip
     c = Cluster(settings)
     c.up()
     pods, servers = ClusterPods(c, tag="r"), Servers()
@@ -151,44 +152,48 @@ def _dig(netns: str, name: str) -> list[str]:
     return sorted(subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout.split())
 
 
-def test_every_daemon_killed_at_once_comes_back_with_pods_kept(restarted: Restarted) -> None:
-    r, c = restarted, restarted.cluster
+def _vips_answer(r: Restarted, lb_ip: str, cluster_ip: str) -> bool:
     backends = {b.ref.name for b in r.backends}
-    name, want_dns = f"web.{WEB}.svc.cluster.local", sorted([r.cluster_ip, r.lb_ip])
+    return all(set(requests(p.netns, vip, 80, 6, "tcp")) == backends
+               for p in r.probes for vip in (lb_ip, cluster_ip))  # fmt: skip
 
-    def vips_answer() -> bool:
-        return all(set(requests(p.netns, vip, 80, 6, "tcp")) == backends
-                   for p in r.probes for vip in (r.lb_ip, r.cluster_ip))  # fmt: skip
 
-    def dns_answers() -> bool:
-        return all(_dig(p.netns, name) == want_dns for p in r.probes)
+def _dns_answers(r: Restarted, svc: str, lb_ip: str, cluster_ip: str) -> bool:
+    name = f"{svc}.{WEB}.svc.cluster.local"
+    return all(_dig(p.netns, name) == sorted([cluster_ip, lb_ip]) for p in r.probes)
 
-    assert cross_node_ok(r.probes, tries=3) == [] and vips_answer() and dns_answers(), "not working before"
+
+def restart_round(r: Restarted, keep: Collection[str]) -> float:
+    """cold_restart(keep) with everything measured and compared (see the module doc); the time
+    of the kill."""
+    c = r.cluster
+    vips, dns = (
+        partial(_vips_answer, r, r.lb_ip, r.cluster_ip),
+        partial(_dns_answers, r, "web", r.lb_ip, r.cluster_ip),
+    )
+    assert cross_node_ok(r.probes, tries=3) == [] and vips() and dns(), "not working before"
     assert settle(c, r.pods.pods(), NAMESPACES, timeout=30) == []
     before = State.read(c)
 
-    got = cold_restart(c)
+    got = cold_restart(c, keep)
     print(
-        f"\nkilled {len(got.killed)} daemons at once; all started again and alive 3 s "
-        f"{got.started_s:.1f} s after the kill ({got.restarts} restarted after exiting early)"
+        f"\nkilled {len(got.killed)} daemons at once (kept: {', '.join(keep) or 'none'}); all started again "
+        f"and alive 3 s {got.started_s:.1f} s after the kill ({got.restarts} restarted after exiting early)"
     )
     assert len(got.killed) >= 3 * 6 + 6, got.killed  # every node's ~8 + central's NB/SB members and northds
+    assert [k for k in got.killed if k.split("/")[1] in keep] == []
     faults.wait_whole(c, timeout=90)
     times = {"OVN whole (RAFT leaders, northd, every ovn-controller)": time.monotonic() - got.at}
     times["pods across nodes"] = _seconds_until("cross-node traffic", lambda: cross_node_ok(r.probes) == [],
                                                 got.at)  # fmt: skip
-    times["LoadBalancer IP and ClusterIP from every node's pod"] = _seconds_until(
-        "the VIPs", vips_answer, got.at
-    )
-    times["DNS from every node's pod"] = _seconds_until("DNS", dns_answers, got.at)
+    times["LoadBalancer IP and ClusterIP from every node's pod"] = _seconds_until("the VIPs", vips, got.at)
+    times["DNS from every node's pod"] = _seconds_until("DNS", dns, got.at)
     for what, s in times.items():
         print(f"  {what}: back {s:.1f} s after the kill")
 
     assert settle(c, r.pods.pods(), NAMESPACES, timeout=30) == []
     after = State.read(c)
-    assert after.cluster_ids == before.cluster_ids, (
-        "a RAFT cluster was made anew instead of read from its files"
-    )
+    assert after.cluster_ids == before.cluster_ids, "a RAFT cluster was made anew, not read from its files"
     assert after.chassis == before.chassis, "chassis re-registered or duplicated"
     assert after.ports == before.ports, "pod ports or addresses changed"
     assert [p for p, k in Counter(after.bindings).items() if k > 1] == [], "duplicate port bindings"
@@ -201,3 +206,38 @@ def test_every_daemon_killed_at_once_comes_back_with_pods_kept(restarted: Restar
     new = [_added(r.pods, n, NEW) for n in c.nodes]
     assert not {p.ip for p in new} & held, "a new pod got an address a pod already holds"
     assert settle(c, r.pods.pods(), NAMESPACES, timeout=30) == []
+    return got.at
+
+
+def test_every_daemon_but_the_api_killed_at_once_comes_back_with_pods_kept(restarted: Restarted) -> None:
+    """As a k3s restart: the API's state stays (in its datastore), every other daemon dies."""
+    restart_round(restarted, KEEP)
+
+
+def test_the_api_double_too_comes_back_from_its_data_dir_and_controllers_relist(restarted: Restarted) -> None:
+    """Every daemon, the API double too (its objects read back from --data-dir): the same Service
+    (uid, LoadBalancer IP); the controllers' and DNS listeners' watches resume (or relist on 410
+    Gone): a Service created after the restart gets its external IP, its load balancer and its name."""
+    api = Api(restarted.cluster)
+    uid = (api.get("Service", WEB, "web") or {})["metadata"]["uid"]
+    at = restart_round(restarted, ())
+    api = Api(restarted.cluster)
+    assert (api.get("Service", WEB, "web") or {})["metadata"]["uid"] == uid
+    api.create(service("late", WEB, [HTTP]))
+    ports = [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    api.create(endpoint_slice("late", WEB, sorted(b.ip for b in restarted.backends), ports))
+    svc = eventually(lambda: api.get("Service", WEB, "late"), lambda s: bool(s and ingress(s)), timeout=30)
+    assert svc and ingress(svc), f"fiberlb-controller gave the new Service no external IP: {svc}"
+    lb_ip, cluster_ip = ingress(svc)[0], svc["spec"]["clusterIP"]
+    assert lb_ip != restarted.lb_ip and cluster_ip != restarted.cluster_ip, "an address handed out twice"
+    t0 = time.monotonic()
+    served = _seconds_until("the new Service's VIPs", partial(_vips_answer, restarted, lb_ip, cluster_ip), t0)
+    named = _seconds_until(
+        "the new Service's name", partial(_dns_answers, restarted, "late", lb_ip, cluster_ip), t0
+    )
+    print(
+        f"  a Service created {t0 - at:.1f} s after the kill: "
+        f"served {served:.1f} s, resolved {named:.1f} s later"
+    )
+    api.delete("EndpointSlice", WEB, "late-a")
+    api.delete("Service", WEB, "late")
