@@ -29,6 +29,7 @@ from pathlib import Path
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.control import NodeRouting, route_vips
 from nodeenv.cluster.faults import restore_underlay_address
+from nodeenv.cluster.underlay import learn_neighbours
 from nodeenv.cni_component import CniComponent
 from nodeenv.daemons import DaemonError, DaemonRecord, DaemonTable, in_netns, is_alive, run_checked, wait_for
 from nodeenv.node import Node
@@ -132,36 +133,51 @@ def start_all(cluster: Cluster, launches: dict[str, list[Launch]], timeout: floa
     ovs-vswitchd is back, the kernel state its taps took with them put back (address, neighbours,
     VIP routes once the agent has its management port again). A daemon that exits while what it
     needs is still coming up (the CSI registrar before its plugin's socket) is started again, as
-    its supervisor (kubelet, systemd) would; how many such restarts were needed."""
-    started = []
+    its supervisor (kubelet, systemd) would, all along; how many such restarts were needed."""
+    started = Supervised([])
     for label, part in _parts(cluster):
         for launch in launches.get(label, []):
-            started.append((part, launch, launch.start(part.daemons)))
+            started.items.append((part, launch, launch.start(part.daemons)))
     for n in cluster.nodes:
         if any(launch.name == "ovs-vswitchd" for launch in launches.get(n.name, [])):
             restore_underlay_address(cluster, n, timeout=timeout)
-    cluster._learn_tunnel_neighbours()
+    learn_neighbours([(n.netns, n.address) for n in cluster.nodes])
     prefixes = NodeRouting().prefixes
     for n in cluster.nodes:
         mgmt = CniComponent().settings(n.node).management_if
-        wait_for(lambda n=n, m=mgmt: route_vips(n.netns, m, prefixes),  # type: ignore[misc]
+        wait_for(lambda n=n, m=mgmt: started.revive() >= 0 and route_vips(n.netns, m, prefixes),  # type: ignore[misc]
                  f"the management port of {n.name} back", timeout=timeout)  # fmt: skip
-    return supervise(started, timeout)
+    started.settle(timeout)
+    return started.restarts
 
 
-def supervise(started: list[tuple[Node, Launch, DaemonRecord]], timeout: float, stable: float = 3.0) -> int:
-    """Start again whatever of `started` dies, until all have lived `stable` seconds; the restarts."""
-    restarts, deadline, calm_since = 0, time.monotonic() + timeout, time.monotonic()
-    while time.monotonic() - calm_since < stable:
-        if time.monotonic() > deadline:
-            dead = [launch.name for _, launch, rec in started if not is_alive(rec)]
-            raise DaemonError(f"still dying {timeout:.0f} s after the restart: {dead}")
-        for i, (part, launch, rec) in enumerate(started):
+@dataclass
+class Supervised:
+    """The daemons started again, each started once more whenever it has exited."""
+
+    items: list[tuple[Node, Launch, DaemonRecord]]
+    restarts: int = 0
+
+    def revive(self) -> int:
+        """Start again what has exited; how many."""
+        n = 0
+        for i, (part, launch, rec) in enumerate(self.items):
             if not is_alive(rec):
-                started[i] = (part, launch, launch.start(part.daemons))
-                restarts, calm_since = restarts + 1, time.monotonic()
-        time.sleep(0.2)
-    return restarts
+                self.items[i] = (part, launch, launch.start(part.daemons))
+                n += 1
+        self.restarts += n
+        return n
+
+    def settle(self, timeout: float, stable: float = 3.0) -> None:
+        """`revive` until every one has lived `stable` seconds (DaemonError after `timeout`)."""
+        deadline, calm_since = time.monotonic() + timeout, time.monotonic()
+        while time.monotonic() - calm_since < stable:
+            if time.monotonic() > deadline:
+                dead = [launch.name for _, launch, rec in self.items if not is_alive(rec)]
+                raise DaemonError(f"still exiting {timeout:.0f} s after the restart: {dead}")
+            if self.revive():
+                calm_since = time.monotonic()
+            time.sleep(0.2)
 
 
 def durable_api(cluster: Cluster) -> bool:
