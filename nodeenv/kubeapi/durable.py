@@ -82,9 +82,10 @@ class Journal:
             objs, rv = doc["objects"], int(doc["rv"])
         replayed = 0
         if self.journal_path.exists():
-            lines = self.journal_path.read_bytes().split(b"\n")
+            lines, good = self.journal_path.read_bytes().split(b"\n"), 0
             for i, line in enumerate(lines):
                 if not line.strip():
+                    good += len(line) + 1
                     continue
                 try:
                     rec = json.loads(line)
@@ -92,7 +93,9 @@ class Journal:
                     if any(rest.strip() for rest in lines[i + 1 :]):
                         raise ValueError(f"{self.journal_path}: line {i + 1} is not JSON") from None
                     log.warning("dropped the journal's torn last line (%d bytes)", len(line))
+                    self._truncate(good)  # the next append starts a line of its own
                     break
+                good += len(line) + 1
                 if rec["rv"] <= rv:
                     continue  # already in the snapshot
                 by_ns = objs.setdefault(rec["key"], {})
@@ -107,6 +110,12 @@ class Journal:
         log.info("loaded %d objects at resourceVersion %d (%d journal entries replayed)",
                  sum(len(o) for n in objs.values() for o in n.values()), rv, replayed)  # fmt: skip
         return objs, rv
+
+    def _truncate(self, size: int) -> None:
+        with open(self.journal_path, "r+b") as f:
+            f.truncate(size)
+            f.flush()
+            os.fsync(f.fileno())
 
     def record(self, rv: int, key: str, ns: str, name: str, obj: Obj | None, state: Objects) -> None:
         """One write (already in `state`), durable when this returns; every `snapshot_every`

@@ -9,12 +9,17 @@ import pytest
 
 from nodeenv.kubeapi.durable import Journal
 from nodeenv.kubeapi.errors import Expired
-from nodeenv.kubeapi.kinds import Registry
+from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.store import Store
 
-CM = Registry().lookup("", "v1", "configmaps")
-assert CM is not None
+def _configmaps() -> Kind:
+    kind = Registry().lookup("", "v1", "configmaps")
+    assert kind is not None
+    return kind
+
+
+CM = _configmaps()
 
 
 def _cm(name: str, value: str) -> dict[str, object]:
@@ -62,7 +67,11 @@ def test_a_torn_last_line_is_dropped_and_a_torn_middle_refused(tmp_path: Path) -
     journal = tmp_path / "journal.jsonl"
     whole = journal.read_bytes()
     journal.write_bytes(whole + b'{"rv":5,"key":"/configm')  # the power went during an append
-    assert _state(_store(tmp_path)) == [("a", {"k": "2"}, "2")]
+    again = _store(tmp_path)
+    assert _state(again) == [("a", {"k": "2"}, "2")]
+    again.put(CM, _cm("c", "1"), None)  # appended after the torn line was cut off
+    assert [name for name, _, _ in _state(_store(tmp_path))] == ["a", "c"]
+    whole = journal.read_bytes()
     lines = whole.splitlines()
     journal.write_bytes(b"\n".join([lines[0], lines[1][:10], *lines[2:]]) + b"\n")
     with pytest.raises(ValueError, match="line 2"):
