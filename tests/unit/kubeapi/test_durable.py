@@ -13,6 +13,7 @@ from nodeenv.kubeapi.kinds import Kind, Registry
 from nodeenv.kubeapi.selectors import Selector
 from nodeenv.kubeapi.store import Store
 
+
 def _configmaps() -> Kind:
     kind = Registry().lookup("", "v1", "configmaps")
     assert kind is not None
