@@ -31,7 +31,16 @@ from nodeenv.cluster.control import NodeRouting, route_vips
 from nodeenv.cluster.faults import restore_underlay_address
 from nodeenv.cluster.underlay import learn_neighbours
 from nodeenv.cni_component import CniComponent
-from nodeenv.daemons import DaemonError, DaemonRecord, DaemonTable, in_netns, is_alive, run_checked, wait_for
+from nodeenv.daemons import (
+    DaemonError,
+    DaemonRecord,
+    DaemonTable,
+    in_netns,
+    is_alive,
+    run_checked,
+    unix_listening,
+    wait_for,
+)
 from nodeenv.node import Node
 
 KEEP = ("kubeapi",)
@@ -99,7 +108,8 @@ class ColdRestart:
     at: float
     """time.monotonic() of the kill"""
     started_s: float = 0.0
-    """seconds from the kill until every daemon was started again"""
+    """seconds from the kill until every daemon was started again and every node's agent serves
+    CNI requests (ADD, DEL) again"""
     restarts: int = 0
     """daemons that exited once started and were started again (see `supervise`)"""
 
@@ -144,9 +154,13 @@ def start_all(cluster: Cluster, launches: dict[str, list[Launch]], timeout: floa
     learn_neighbours([(n.netns, n.address) for n in cluster.nodes])
     prefixes = NodeRouting().prefixes
     for n in cluster.nodes:
-        mgmt = CniComponent().settings(n.node).management_if
+        agent = CniComponent().settings(n.node)
+        mgmt = agent.management_if
         wait_for(lambda n=n, m=mgmt: started.revive() >= 0 and route_vips(n.netns, m, prefixes),  # type: ignore[misc]
                  f"the management port of {n.name} back", timeout=timeout)  # fmt: skip
+        # as cluster-up: the node is back once its agent serves the runtime's ADDs and DELs again
+        wait_for(lambda a=agent: started.revive() >= 0 and unix_listening(a.socket),  # type: ignore[misc]
+                 f"prismnet-agent of {n.name} to serve its socket", timeout=timeout)  # fmt: skip
     started.settle(timeout)
     return started.restarts
 

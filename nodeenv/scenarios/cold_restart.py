@@ -26,8 +26,19 @@ def run(scn: Scenario) -> None:
     pods = ClusterPods(cluster, tag="c")
 
     def delete_pods() -> None:
-        if failed := pods.delete_all():
-            raise RuntimeError(f"DEL failed for {failed}")
+        """DEL through each node's plugin, saying why one failed (the plugin's CNI error)."""
+        nodes, failed = {n.name: n for n in cluster.nodes}, []
+        for pod in list(pods.live.values()):
+            node = nodes.get(pod.node)
+            if node is None:
+                continue
+            call = pods.runtime(node).delete(pod.ref.container_id, f"/run/netns/{pod.netns}", pod.result,
+                                             args=pod.args)  # fmt: skip
+            if call.rc != 0:
+                failed.append(f"{pod.ref.name}: {call.out.get('msg', '')} {call.stderr.strip()[-200:]}")
+            pods.delete(pod)  # forgotten and its namespace removed either way
+        if failed:
+            raise RuntimeError(f"DEL failed: {failed}")
 
     scn.defer(delete_pods)
     every = ",".join(n.name for n in cluster.nodes)

@@ -211,8 +211,14 @@ def restart_round(r: Restarted, keep: Collection[str]) -> float:
     )
     assert len(got.killed) >= 3 * 6 + 6, got.killed  # every node's ~8 + central's NB/SB members and northds
     assert [k for k in got.killed if k.split("/")[1] in keep] == []
+    quick = ClusterPods(c, tag="q", attempts=1)  # as soon as the restart is done: the runtime's calls served
+    for n in c.nodes:
+        pod, outcome = quick.add(n, NEW)
+        assert pod is not None, f"ADD on {n.name} right after the restart: {outcome.error}"
+    assert quick.delete_all() == [], "a DEL right after the restart failed"
+    times = {"a pod ADDed and DELed on every node": time.monotonic() - got.at}
     faults.wait_whole(c, timeout=90)
-    times = {"OVN whole (RAFT leaders, northd, every ovn-controller)": time.monotonic() - got.at}
+    times["OVN whole (RAFT leaders, northd, every ovn-controller)"] = time.monotonic() - got.at
     times["pods across nodes"] = _seconds_until("cross-node traffic", lambda: cross_node_ok(r.probes) == [],
                                                 got.at)  # fmt: skip
     times["LoadBalancer IP and ClusterIP from every node's pod"] = _seconds_until("the VIPs", vips, got.at)
