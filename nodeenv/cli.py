@@ -13,6 +13,8 @@ k8shost-node cluster-up      start N nodes (network namespaces) over a Geneve un
 k8shost-node cluster-down    stop the cluster by PID, delete its namespaces, remove its run dir
 k8shost-node cluster-status  say whether the cluster is up and print cluster.env
 k8shost-node cluster-join    one more node joins the running cluster (the next node name)
+k8shost-node cluster-restart every daemon of the running cluster killed at once and started
+                             again, pods kept (the API double too with --api-data)
 """
 
 from __future__ import annotations

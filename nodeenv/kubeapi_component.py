@@ -16,6 +16,9 @@ enforced, so a minted IAM token is authorized as that user (the admin's static t
 node.env's KUBELET_PKI: the kubelet PKI (the double's kubelet client certificate, a serving
 certificate for node `sandbox-kubelet` at 127.0.0.1) for a kubelet API the sandbox runs.
 
+`durable=True`: its objects kept in `<run>/kubeapi/data` (`--data-dir`, nodeenv/kubeapi/durable.py)
+and a fixed port, so the same command started again (a cold restart) serves the same API.
+
 `audit_log=True` makes it write every request to `<run>/kubeapi/audit.log` as kube-apiserver's
 `--audit-log-path` does (node.env: KUBE_AUDIT_LOG; read it with nodeenv/kubeapi/auditlog.py).
 The AdminNetworkPolicy CRDs of daemonsets/policy/ are installed once it answers.
@@ -28,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nodeenv.daemons import http_ready, start_foreground, wait_for
+from nodeenv.daemons import free_port, http_ready, start_foreground, wait_for
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.node import Node
 
@@ -62,9 +65,10 @@ class KubeApiComponent:
         also_listen: str = "",
         audit_log: bool = False,
         token_webhook: bool = False,
+        durable: bool = False,
     ) -> None:
         self.service_cidr, self.users, self.also_listen = service_cidr, users, also_listen
-        self.audit_log, self.token_webhook = audit_log, token_webhook
+        self.audit_log, self.token_webhook, self.durable = audit_log, token_webhook, durable
 
     def start(self, node: Node) -> dict[str, str]:
         kdir = node.path("kubeapi", "x").parent
@@ -76,6 +80,8 @@ class KubeApiComponent:
             "--user", ",".join(self.users), "--also-listen", self.also_listen,
             "--audit-log-path", str(kdir / "audit.log") if self.audit_log else "",
         ]  # fmt: skip
+        if self.durable:  # started again from the same argv, it finds its objects and its port
+            argv += ["--data-dir", str(kdir / "data"), "--port", str(free_port())]
         kubelets = make_kubelet_pki(kdir / "kubelet-pki", [(KUBELET_NODE, "127.0.0.1")])
         argv += kubelets.apiserver_flags()  # for the kubelet API scenarios/kubectl_reach.py runs
         if self.token_webhook:

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from nodeenv.daemons import http_ready, start_foreground, wait_for
+from nodeenv.daemons import free_port, http_ready, start_foreground, wait_for
 from nodeenv.node import Node
 from webhook.devcerts import gen_dev_pki, kubeconfig
 from webhook.settings import PATH, PkiSettings
@@ -59,8 +59,10 @@ class WebhookComponent:
 
     def _flags(self, pki: dict[str, Path], port_file: Path) -> list[str]:
         return [
-            "--host", "127.0.0.1", "--port", "0",
-            "--health-host", "127.0.0.1", "--health-port", "0",
+            # concrete ports, as the other daemons': the same argv started again (a cold restart,
+            # nodeenv/cluster/coldrestart.py) serves where the API double's webhook config points
+            "--host", "127.0.0.1", "--port", str(free_port()),
+            "--health-host", "127.0.0.1", "--health-port", str(free_port()),
             "--port-file", str(port_file),
             "--tls-cert", str(pki["server_cert"]), "--tls-key", str(pki["server_key"]),
             "--client-ca", str(pki["ca"]), "--client-cn", "k8s-apiserver",

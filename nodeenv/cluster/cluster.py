@@ -78,7 +78,7 @@ class Cluster:
         """The run dir by its short alias: every part's run dir is below it."""
         self.underlay = Underlay(s.prefix, s.central_address, s.underlay.prefixlen)
         self.control = Node(NodeSettings(run_dir=self.run_dir / "control", runtime_dir=s.runtime_dir),
-                            [*control_components(self.underlay.netns, s.central_address),
+                            [*control_components(self.underlay.netns, s.central_address, s.api_data),
                              ClusterPrometheus(s.scrape_interval)])  # fmt: skip
         pki = OvnPki(s.run_dir / "pki" / "ovn")  # the cluster's, made once (as kubeadm's)
         self.central_component = OvnCentral(s.ovn_central, listen_ip=s.central_address, pki=pki)

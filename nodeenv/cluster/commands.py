@@ -12,7 +12,7 @@ from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.daemons import DaemonError
 from nodeenv.node import read_env_file
 
-COMMANDS = ("cluster-up", "cluster-down", "cluster-status", "cluster-join")
+COMMANDS = ("cluster-up", "cluster-down", "cluster-status", "cluster-join", "cluster-restart")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--controller-replicas", type=int, default=d.controller_replicas,
                    help="replicas of each cluster-wide controller, on the first nodes "
                         "(env K8SHOST_CONTROLLER_REPLICAS)")  # fmt: skip
+    g.add_argument("--api-data", action="store_true", default=d.api_data,
+                   help="cluster-up: the API double keeps its objects on disk, so cluster-restart "
+                        "restarts it too (env K8SHOST_API_DATA=1)")  # fmt: skip
 
 
 def settings_from(args: argparse.Namespace) -> ClusterSettings:
@@ -35,7 +38,7 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
                            ovn_central=args.ovn_central, underlay_cidr=args.underlay_cidr,
                            cluster_cidr=args.cluster_cidr,
                            controller_replicas=args.controller_replicas,
-                           runtime_dir=args.runtime_dir)  # fmt: skip
+                           runtime_dir=args.runtime_dir, api_data=args.api_data)  # fmt: skip
 
 
 def run(command: str, args: argparse.Namespace) -> int:
@@ -56,6 +59,8 @@ def run(command: str, args: argparse.Namespace) -> int:
         return 0
     if command == "cluster-join":
         return join(cluster)
+    if command == "cluster-restart":
+        return restart(cluster)
     if command == "cluster-down":
         stopped = cluster.down()
         print(f"cluster down; stopped {len(stopped)} daemons")
@@ -84,4 +89,27 @@ def join(cluster: Cluster) -> int:
         return 1
     print(f"{n.name} joined in {time.monotonic() - t0:.1f} s: netns {n.netns}, address {n.address}, "
           f"env {n.env_file}; the cluster has {', '.join(m.name for m in cluster.nodes)}")  # fmt: skip
+    return 0
+
+
+def restart(cluster: Cluster) -> int:
+    """Every daemon of the running cluster killed at once and started again, pods kept
+    (nodeenv/cluster/coldrestart.py); the API double too when it keeps its objects on disk."""
+    from nodeenv.cluster.coldrestart import KEEP, cold_restart, durable_api  # keeps merges simple
+    from nodeenv.cluster.faults import wait_whole
+
+    if not cluster.is_up():
+        print(f"cluster-restart: no cluster is up in {cluster.settings.run_dir} (make cluster-up)")
+        return 1
+    cluster.load()
+    keep = () if durable_api(cluster) else KEEP
+    try:
+        got = cold_restart(cluster, keep)
+        whole = wait_whole(cluster, timeout=90)
+    except DaemonError as e:
+        print(f"cluster-restart: {e}")
+        return 1
+    print(f"killed {len(got.killed)} daemons at once (kept: {', '.join(keep) or 'none'}); all running "
+          f"{got.started_s:.1f} s after the kill ({got.restarts} restarted after exiting early); "
+          f"OVN whole {got.started_s + whole:.1f} s after the kill")  # fmt: skip
     return 0

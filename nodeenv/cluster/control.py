@@ -132,12 +132,13 @@ def route_vips(netns: str, mgmt: str, prefixes: list[str]) -> bool:
     return True
 
 
-def control_components(underlay_netns: str, address: str) -> list[Component]:
+def control_components(underlay_netns: str, address: str, api_data: bool = False) -> list[Component]:
     """The control part: the IAM webhook, then the API double authenticating tokens through it (RBAC
     enforced), also listening on the underlay for the nodes, with its audit log (which client wrote
-    what: a replica's source IP is its node's address)."""
+    what: a replica's source IP is its node's address); `api_data`: its objects kept on disk."""
     also = f"{underlay_netns}={address}:{API_PORT}"
-    return [WebhookComponent(), KubeApiComponent(also_listen=also, audit_log=True, token_webhook=True)]
+    api = KubeApiComponent(also_listen=also, audit_log=True, token_webhook=True, durable=api_data)
+    return [WebhookComponent(), api]
 
 
 def controller_replicas() -> list[Component]:

@@ -151,8 +151,15 @@ def restart_vswitchd(cluster: Cluster, n: ClusterNode) -> float:
         n.node.daemons,
         n.netns,
     )  # fmt: skip
+    restore_underlay_address(cluster, n)
+    return at
+
+
+def restore_underlay_address(cluster: Cluster, n: ClusterNode, timeout: float = 15.0) -> None:
+    """After ovs-vswitchd started again: its bridges' devices back, the node's underlay address
+    back on br-phy if the device lost it, and vswitchd's route to it learned (tunnels ride it)."""
     for bridge in (PHYS_BRIDGE, n.node.settings.bridge):
-        wait_for(lambda b=bridge: link_exists(b, n.netns), f"{bridge} back on {n.name}", timeout=15)  # type: ignore[misc]
+        wait_for(lambda b=bridge: link_exists(b, n.netns), f"{bridge} back on {n.name}", timeout=timeout)  # type: ignore[misc]
     ns = ["ip", "-n", n.netns]
     have = subprocess.run(
         [*ns, "-4", "-o", "addr", "show", "dev", PHYS_BRIDGE], capture_output=True, text=True
@@ -161,10 +168,9 @@ def restart_vswitchd(cluster: Cluster, n: ClusterNode) -> float:
         prefixlen = cluster.settings.underlay.prefixlen
         subprocess.run([*ns, "addr", "add", f"{n.address}/{prefixlen}", "dev", PHYS_BRIDGE], check=True)
     subprocess.run([*ns, "link", "set", PHYS_BRIDGE, "up"], check=True)
-    appctl = ["ovs-appctl", "-t", str(ovs_dir / "ovs-vswitchd.ctl"), "ovs/route/show"]
+    appctl = ["ovs-appctl", "-t", str(n.node.run_dir / "ovs" / "ovs-vswitchd.ctl"), "ovs/route/show"]
     wait_for(lambda: n.address in subprocess.run(appctl, capture_output=True, text=True).stdout,
-             f"ovs-vswitchd of {n.name} to learn its route again", timeout=15)  # fmt: skip
-    return at
+             f"ovs-vswitchd of {n.name} to learn its route again", timeout=timeout)  # fmt: skip
 
 
 def kill_node(n: ClusterNode) -> float:

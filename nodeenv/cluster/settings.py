@@ -32,6 +32,10 @@ class ClusterSettings:
     """Where the run dir's short alias is made (nodeenv/runtime_dir.py)."""
     scrape_interval: str = "15s"
     """The cluster's Prometheus: scrape and rule evaluation interval (nodeenv/cluster/monitoring.py)."""
+    api_data: bool = False
+    """The API double keeps its objects on disk (--data-dir, as k3s's datastore) and listens on a
+    fixed port, so it may be restarted with the rest (nodeenv/cluster/coldrestart.py); off: in memory,
+    no fsync per write."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ClusterSettings:
@@ -46,6 +50,7 @@ class ClusterSettings:
             controller_replicas=int(env.get("K8SHOST_CONTROLLER_REPLICAS", d.controller_replicas)),
             runtime_dir=runtime_dir_from_env(env),
             scrape_interval=env.get("K8SHOST_SCRAPE_INTERVAL", d.scrape_interval),
+            api_data=env.get("K8SHOST_API_DATA", "").lower() in ("1", "true", "yes"),
         )
 
     def validate(self) -> None:

@@ -58,6 +58,11 @@ class Tokens:
             self._users[token] = User(username, groups if groups is not None else groups_for(username))
             self._by_name.setdefault(username, token)
 
+    def by_name(self) -> dict[str, str]:
+        """username -> its token (what a restart with --data-dir reads back)."""
+        with self._lock:
+            return dict(self._by_name)
+
     def authenticate(self, header: str | None) -> User | None:
         if not header or not header.startswith("Bearer "):
             return None

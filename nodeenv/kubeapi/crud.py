@@ -104,6 +104,18 @@ class Resources:
         self.create(self.services.kind, "default", svc)
         apiservices.register_builtin(self)
 
+    def restore(self) -> None:
+        """After the store was loaded from disk (durable.py), what a start derives from the objects
+        instead of `bootstrap`: each CRD's kinds served, each Service's ClusterIP and nodePorts taken
+        (never handed out twice), each Event's TTL counted from now."""
+        for crd in self.store.items_of("apiextensions.k8s.io/customresourcedefinitions"):
+            self.registry.register(crds.kinds_of(crd))
+        for svc in self.store.items_of(self.services.kind.key):
+            self.services.restore(svc)
+        events = self._kind("", "v1", "events")
+        for ev in list(self.store.items_of(events.key)):
+            self.event_leases.on_stored(self, events, ev)
+
     # reads
     def get(self, kind: Kind, namespace: str, name: str) -> Obj:
         obj = self.store.get(kind, namespace, name)

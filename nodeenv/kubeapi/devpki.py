@@ -29,6 +29,15 @@ def gen_serving_pki(out: Path, names: tuple[str, ...] = ("localhost", "127.0.0.1
     return ServingPki(ca=ca_crt, cert=crt, key=key)
 
 
+def kept_serving_pki(out: Path, names: tuple[str, ...] = ("localhost", "127.0.0.1")) -> ServingPki:
+    """The PKI already in `out` (a restart keeps its CA, so clients' kubeconfigs stay valid, as
+    k3s keeps its server CA on disk), else a new one."""
+    kept = ServingPki(ca=out / "ca.crt", cert=out / "apiserver.crt", key=out / "apiserver.key")
+    if all(p.exists() for p in (kept.ca, kept.cert, kept.key)):
+        return kept
+    return gen_serving_pki(out, names)
+
+
 def token_kubeconfig(server: str, ca: Path, username: str, token: str, namespace: str = "default") -> str:
     """Values are JSON strings, which YAML reads as double-quoted scalars whatever they contain."""
 

@@ -19,7 +19,8 @@ from aiohttp import web
 
 from nodeenv.kubeapi.app import make_app
 from nodeenv.kubeapi.auth import ADMIN
-from nodeenv.kubeapi.devpki import ServingPki, gen_serving_pki, write_kubeconfig
+from nodeenv.kubeapi.devpki import ServingPki, gen_serving_pki, kept_serving_pki, write_kubeconfig
+from nodeenv.kubeapi.durable import load_tokens, save_tokens
 from nodeenv.kubeapi.settings import Listener
 from nodeenv.kubeapi.state import ApiConfig, ApiState
 from nodeenv.netns_socket import listening_socket
@@ -59,7 +60,10 @@ class KubeApiServer:
         return f"https://{host}:{self.port}"
 
     async def start(self) -> None:
-        self.pki = gen_serving_pki(self.workdir / "pki", (*self.server_names, *(a.host for a in self.also)))
+        names, data = (*self.server_names, *(a.host for a in self.also)), self.state.config.data_dir
+        self.pki = (kept_serving_pki if data else gen_serving_pki)(self.workdir / "pki", names)
+        for username, token in (load_tokens(data) if data else {}).items():
+            self.state.tokens.add(token, username)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(self.pki.cert, self.pki.key)
@@ -92,6 +96,8 @@ class KubeApiServer:
         """A kubeconfig whose bearer token authenticates as `username` (thread-safe)."""
         assert self.pki is not None, "start() first"
         token = self.state.tokens.token_for(username)
+        if self.state.config.data_dir is not None:
+            save_tokens(self.state.config.data_dir, self.state.tokens.by_name())
         path = path or self.workdir / "users" / f"{_safe(username)}.kubeconfig"
         return write_kubeconfig(path, self.url, self.pki.ca, username, token)
 

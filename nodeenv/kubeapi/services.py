@@ -13,6 +13,7 @@ Simplified: IPv4 single-stack only; healthCheckNodePort is not allocated.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from nodeenv.kubeapi.allocator import ClusterIPs, InUse, NodePorts, OutOfRange, RangeFull
@@ -31,6 +32,18 @@ class ServiceAllocator:
         self.kind = kind
         self.ips = ClusterIPs(cidr)
         self.ports = NodePorts(*node_ports)
+
+    def restore(self, obj: Obj) -> None:
+        """A stored Service read back from disk: its ClusterIP and nodePorts taken again."""
+        spec = obj.get("spec") or {}
+        for ip in spec.get("clusterIPs") or [spec.get("clusterIP")]:
+            if ip and ip != "None":
+                with contextlib.suppress(InUse, OutOfRange):
+                    self.ips.reserve(ip)
+        for p in spec.get("ports") or []:
+            if p.get("nodePort"):
+                with contextlib.suppress(InUse, OutOfRange):
+                    self.ports.reserve(p["nodePort"])
 
     # lifecycle hooks
     def on_create(self, obj: Obj) -> None:

@@ -119,6 +119,9 @@ _FLAGS = (
      "CA the kubelets' serving certificates are verified against (empty: not verified, as kube-apiserver)"),
     ("--kubelet-netns", "KUBEAPI_KUBELET_NETNS", "",
      "network namespace the nodes' kubelets are reached from (a cluster's underlay; empty: this one)"),
+    ("--data-dir", "KUBEAPI_DATA_DIR", "",
+     "keep the objects here across restarts, every write fsynced (k3s's datastore); the PKI and tokens "
+     "in --dir are kept too (empty: in memory, a fresh PKI each start)"),
     ("--log-level", "KUBEAPI_LOG_LEVEL", "info", "log level"),
 )  # fmt: skip
 
@@ -186,6 +189,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str]) -> KubeApiSettings:
                 ca=_path(a.kubelet_certificate_authority),
                 netns=a.kubelet_netns,
             ),
+            data_dir=_path(a.data_dir),
         )
         return KubeApiSettings(
             dir=Path(a.dir),

@@ -9,6 +9,7 @@ from pathlib import Path
 from nodeenv.kubeapi.auditlog import AuditLog
 from nodeenv.kubeapi.auth import Recorder, Tokens, User
 from nodeenv.kubeapi.crud import Resources
+from nodeenv.kubeapi.durable import Journal
 from nodeenv.kubeapi.errors import ApiError, from_code
 from nodeenv.kubeapi.kinds import Registry
 from nodeenv.kubeapi.kubeletclient import KubeletClientConfig
@@ -55,6 +56,8 @@ class ApiConfig:
     """--event-ttl, seconds: an Event not written for this long is deleted (eventttl.py; 0: never)."""
     kubelet: KubeletClientConfig = field(default_factory=KubeletClientConfig)
     """How the nodes' kubelet APIs are reached (pods/log, exec, attach, portforward)."""
+    data_dir: Path | None = None
+    """Where the objects are kept across restarts (durable.py; k3s's kine datastore); None: in memory."""
 
 
 @dataclass(kw_only=True)
@@ -113,7 +116,7 @@ class ApiState:
             pod_security=self.config.pod_security,
             event_ttl=self.config.event_ttl,
         )
-        self.resources.bootstrap()
+        self._open_store()
         if self.config.enforce_rbac:
             self.authorizer = Authorizer(self.store, self.registry)
         c = self.config
@@ -125,6 +128,20 @@ class ApiState:
             )
         if c.audit_log_path is not None:
             self.recorder.audit_log = AuditLog(c.audit_log_path, c.audit_log_maxsize, c.audit_log_maxbackup)
+
+    def _open_store(self) -> None:
+        """The objects read back from --data-dir (derived state rebuilt), else a fresh start's."""
+        if self.config.data_dir is None:
+            self.resources.bootstrap()
+            return
+        journal = Journal(self.config.data_dir)
+        objs, rv = journal.load()
+        self.store.journal = journal
+        if rv:
+            self.store.load(objs, rv)
+            self.resources.restore()
+        else:
+            self.resources.bootstrap()
 
     async def authenticate(self, header: str | None) -> User | None:
         """kube-apiserver's order: the static tokens first, then the token webhook."""

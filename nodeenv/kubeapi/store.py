@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodeenv.kubeapi.durable import Journal, Objects
 from nodeenv.kubeapi.errors import Expired
 from nodeenv.kubeapi.kinds import Kind
 from nodeenv.kubeapi.selectors import Selector
@@ -83,6 +84,23 @@ class Store:
         100,000 events (the soak saw it grow by ~65 MB/h)."""
         self.floor = 0  # a watch may start from any rv >= floor
         self._watches: dict[str, set[Watch]] = {}
+        self.journal: Journal | None = None
+        """Where every write is made durable (--data-dir); None: in memory only."""
+
+    def load(self, objs: Objects, rv: int) -> None:
+        """Start from a state read back from disk: its objects, the counter at `rv`, no history (a
+        watch or continue token from before gets 410 Gone and its client relists)."""
+        self._objs, self.rv, self.floor = objs, rv, rv
+        self._history.clear()
+        self._mark = rv
+
+    def keys(self) -> list[str]:
+        """The storage keys that hold objects."""
+        return [k for k, by_ns in self._objs.items() if by_ns]
+
+    def items_of(self, key: str) -> Iterator[Obj]:
+        for objs in self._objs.get(key, {}).values():
+            yield from objs.values()
 
     # reads
     def get(self, kind: Kind, namespace: str, name: str) -> Obj | None:
@@ -141,6 +159,8 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         meta = obj["metadata"]
         self._objs.setdefault(kind.key, {}).setdefault(namespace_of(obj), {})[meta["name"]] = obj
+        if self.journal is not None:
+            self.journal.record(self.rv, kind.key, namespace_of(obj), meta["name"], obj, self._objs)
         self._emit(Event("ADDED" if old is None else "MODIFIED", self.rv, kind, obj, old))
         return obj
 
@@ -152,6 +172,8 @@ class Store:
         if ns in by_ns and not by_ns[ns]:
             del by_ns[ns]
         self.rv += 1
+        if self.journal is not None:
+            self.journal.record(self.rv, kind.key, ns, name, None, self._objs)
         gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
         self._emit(Event("DELETED", self.rv, kind, gone, old))
         return gone

@@ -4,6 +4,7 @@ from nodeenv.scenarios import (
     admin_kubectl,
     admin_policy,
     cni,
+    cold_restart,
     csi,
     dataplane,
     e2e_volume,
@@ -42,6 +43,7 @@ SCENARIOS = (
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved
+    cold_restart,  # a cluster only: every daemon killed at once and started again, pods kept
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip
