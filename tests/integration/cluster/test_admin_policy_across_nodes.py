@@ -303,7 +303,8 @@ def test_egress_peers_actions_and_the_banp_egress_by_traffic(
     """The egress half: subjects by pods with matchExpressions, Deny to namespaces (matchExpressions) on a
     TCP portRange, Allow above it to pods on a namedPort, Pass to NetworkPolicy and the BANP's egress
     (Allow before Deny), a NetworkPolicy deciding passed egress above the BANP, and a domainNames Allow
-    (not implemented: matches nothing, Ready=False) that opens nothing."""
+    (not implemented: matches nothing, Ready=False) that opens nothing; and an ingress Deny on a TCP
+    portNumber from pods selected by matchExpressions."""
     everyone = [("c-a", "tcp", 8080, True), ("c-b", "tcp", 8080, True), ("other", "tcp", 8080, True),
                 ("c-b", "tcp", 8081, True), ("c-b", "udp", 5353, True)]  # fmt: skip
     _check(peers, everyone)
@@ -371,8 +372,21 @@ def test_egress_peers_actions_and_the_banp_egress_by_traffic(
         cluster, peers, ("c-b", "tcp", 8081, True), [("c-b", "udp", 5353, False), ("c-b", "tcp", 8080, True)]
     )
 
+    # and the ingress side on a TCP portNumber from pods by matchExpressions: srv refuses `other` on 8081
+    other = {
+        "pods": {
+            "namespaceSelector": in_b,
+            "podSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["other"]}]},
+        }
+    }
+    tcp_8081 = {"portNumber": {"protocol": "TCP", "port": 8081}}
+    in_deny = {"name": "other-8081", "action": "Deny", "from": [other], "ports": [tcp_8081]}
+    api.create(anp("in-tcp", 40, {"namespaces": TENANT_A}, ingress=[in_deny]))
+    _step(cluster, peers, ("other", "tcp", 8081, False),
+          [("other", "udp", 5353, True), ("c-b", "tcp", 8081, True), ("c-a", "tcp", 8081, True)])  # fmt: skip
+
     api.delete("NetworkPolicy", B, "c-b-out")
     api.delete("BaselineAdminNetworkPolicy", "", "default")
-    for name in ("eg-pass", "eg-allow", "eg-domains", "eg-deny"):
+    for name in ("in-tcp", "eg-pass", "eg-allow", "eg-domains", "eg-deny"):
         api.delete("AdminNetworkPolicy", "", name)
     _step(cluster, peers, ("other", "tcp", 8080, True), everyone)
