@@ -43,7 +43,7 @@ def ours(kube_api: Any, resource: str) -> set[str]:
             if (o["metadata"].get("labels") or {}).get(MANAGED_BY) == MANAGER}  # fmt: skip
 
 
-def annotations(kube_api: Any, name: str) -> dict[str, str]:
+def annotations_of(kube_api: Any, name: str) -> dict[str, str]:
     return dict(kube_api.get(ANPS, "", name)["metadata"].get("annotations") or {})
 
 
@@ -96,7 +96,7 @@ async def test_admin_policies_created_kept_repaired_and_removed(kube_api: Any, a
         ADMIN_NETWORK_POLICIES, {**have, "metadata": {**have["metadata"], "annotations": {"note": "kept"}}}
     )
     kept = {"note": "kept", ANNOTATION: ISOLATION_LOGGING}
-    await eventually(lambda: annotations(kube_api, "project-proj-456") == kept,
+    await eventually(lambda: annotations_of(kube_api, "project-proj-456") == kept,
                      what="the verdict-log annotation put back, the other kept")  # fmt: skip
     have = await api.get(ADMIN_NETWORK_POLICIES, None, "project-proj-456")
     await api.replace(ADMIN_NETWORK_POLICIES, {**have, "spec": {**have["spec"], "priority": 99}})
