@@ -6,7 +6,7 @@ anp-b/c-b (app=client) on node3, anp-b/other (app=other) on node2. Each step wri
 API and checks every peer's answer once the change is seen on every chassis: a higher-priority ANP over a
 lower one (priorities), Allow / Deny / Pass, Pass handing the decision to NetworkPolicy and, without one,
 to the BANP; peers by namespaces, by pods, by nodes, by networks; ports by number, range and name; TCP
-and UDP (SCTP: this kernel has no SCTP sockets, so it is covered by the translation's unit tests only);
+and UDP; SCTP by raw INIT packets (this kernel has no SCTP sockets: sctp_raw.py);
 the Ready status condition. Deleting everything opens the pods again.
 """
 
@@ -22,6 +22,7 @@ from nodeenv.cluster.cluster import Cluster
 from nodeenv.node import read_env_file
 from tests.integration.cluster.conftest import Pod, Pods
 from tests.integration.cluster.kube import Api, eventually, namespace, pod_object
+from tests.integration.controllers.netpol.sctp_raw import sctp_reaches
 from tests.integration.controllers.netpol.traffic import EchoServers, reaches
 
 A, B = "anp-a", "anp-b"
@@ -390,3 +391,27 @@ def test_egress_peers_actions_and_the_banp_egress_by_traffic(
     for name in ("in-tcp", "eg-pass", "eg-allow", "eg-domains", "eg-deny"):
         api.delete("AdminNetworkPolicy", "", name)
     _step(cluster, peers, ("other", "tcp", 8080, True), everyone)
+
+
+def test_sctp_ports_across_nodes_by_raw_init_packets(
+    cluster: Cluster, api: Api, peers: dict[str, Pod]
+) -> None:
+    """protocol SCTP by traffic across nodes: raw SCTP INITs (the kernel has no SCTP stack;
+    tests/integration/controllers/netpol/sctp_raw.py) from c-b (node3) and c-a (node2) to srv (node1)."""
+
+    def sctp(src: str, port: int) -> bool:
+        srv = peers["srv"]
+        return any(sctp_reaches(peers[src].netns, srv.netns, srv.ip, port) for _ in range(3))
+
+    assert sctp("c-b", 9999) and sctp("c-a", 7050), "SCTP not carried across nodes without a policy"
+    ports = [{"portNumber": {"protocol": "SCTP", "port": 9999}},
+             {"portRange": {"protocol": "SCTP", "start": 7000, "end": 7100}}]  # fmt: skip
+    rule = {"name": "b-sctp", "action": "Deny", "from": [{"namespaces": TENANT_B}], "ports": ports}
+    api.create(anp("sctp-in", 20, {"namespaces": TENANT_A}, ingress=[rule]))
+    got = eventually(lambda: sctp("c-b", 9999), lambda ok: not ok)
+    assert not got, "c-b's SCTP to srv:9999 never refused"
+    _sync(cluster)
+    checked = {"c-b 7050": sctp("c-b", 7050), "c-b 9998": sctp("c-b", 9998), "c-a 9999": sctp("c-a", 9999)}
+    api.delete("AdminNetworkPolicy", "", "sctp-in")
+    assert checked == {"c-b 7050": False, "c-b 9998": True, "c-a 9999": True}
+    assert eventually(lambda: sctp("c-b", 9999), bool), "c-b's SCTP not allowed again after the delete"
