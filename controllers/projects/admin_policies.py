@@ -11,6 +11,11 @@ grants policy.networking.k8s.io to them):
   selects a pod — ingress from any namespace refused, egress anywhere refused (what the DNS ANP and
   the tenant's own NetworkPolicies do not allow).
 
+The project ANPs carry the verdict-log annotation `plasmacloud.io/acl-logging` (controllers/netpol/
+acl_logging.py) the operator chose (`--isolation-acl-logging`, default: Deny at `warning`), so a
+refused cross-project packet shows in the node agents' verdict log, counter and the tenant's
+PolicyDenied Event; "" or "off" writes none.
+
 The NetworkPolicies project-controller writes into each project namespace (default-deny-all,
 allow-same-project) stay as the tenant's editable default inside the project: a tenant who deletes
 them falls back to the BANP (closed), never to another project. Pure builders + one sync.
@@ -25,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controllers.machinery import ApiException, Kind, KubeClient, Store
+from controllers.netpol.acl_logging import ANNOTATION as ACL_LOGGING
 from controllers.netpol.adminpolicy import ADMIN_NETWORK_POLICIES, BASELINE_ADMIN_NETWORK_POLICIES
 from controllers.projects.template import MANAGED_BY, MANAGER, PROJECT_LABEL, ProjectTemplate
 
@@ -40,18 +46,27 @@ def project_policy_name(project: str) -> str:
     return f"project-{hashlib.sha1(project.encode()).hexdigest()[:16]}"
 
 
+ISOLATION_LOGGING = '{"deny": "warning"}'
+"""The default verdict-log setting of the project ANPs (their Deny rules logged at `warning`)."""
+
+
 def _meta(name: str, **labels: str) -> dict[str, Any]:
     return {"name": name, "labels": {MANAGED_BY: MANAGER, **labels}}
+
+
+def _logging(annotations: dict[str, str] | None) -> str | None:
+    return (annotations or {}).get(ACL_LOGGING)
 
 
 def _projects() -> dict[str, Any]:
     return {"matchExpressions": [{"key": PROJECT_LABEL, "operator": "Exists"}]}
 
 
-def project_policy(project: str, t: ProjectTemplate) -> dict[str, Any]:
+def project_policy(project: str, t: ProjectTemplate, acl_logging: str = "") -> dict[str, Any]:
     """Its own project's traffic passed on (to the tenant's NetworkPolicies, then the BANP), every other
     project's denied: the "every project" peer is the same in each project's ANP, so OVN holds one
-    address set of all project pods, not one per project."""
+    address set of all project pods, not one per project. `acl_logging`: the acl-logging annotation's
+    value ("" none)."""
     own = {"namespaces": {"matchLabels": {PROJECT_LABEL: project}}}
     every = {"namespaces": _projects()}
     ingress = [
@@ -68,12 +83,10 @@ def project_policy(project: str, t: ProjectTemplate) -> dict[str, Any]:
         "ingress": ingress,
         "egress": egress,
     }
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "AdminNetworkPolicy",
-        "metadata": _meta(project_policy_name(project), **{PROJECT_LABEL: project}),
-        "spec": spec,
-    }
+    meta = _meta(project_policy_name(project), **{PROJECT_LABEL: project})
+    if acl_logging:
+        meta["annotations"] = {ACL_LOGGING: acl_logging}
+    return {"apiVersion": API_VERSION, "kind": "AdminNetworkPolicy", "metadata": meta, "spec": spec}
 
 
 def dns_policy(t: ProjectTemplate) -> dict[str, Any]:
@@ -116,12 +129,14 @@ def baseline_policy() -> dict[str, Any]:
     }
 
 
-def desired(projects: Iterable[str], t: ProjectTemplate) -> list[tuple[Kind, dict[str, Any]]]:
+def desired(
+    projects: Iterable[str], t: ProjectTemplate, acl_logging: str = ""
+) -> list[tuple[Kind, dict[str, Any]]]:
     """Every admin policy the platform wants for these projects (none without a project)."""
     projects = sorted(set(projects))
     if not projects:
         return []
-    out = [(ADMIN_NETWORK_POLICIES, project_policy(p, t)) for p in projects]
+    out = [(ADMIN_NETWORK_POLICIES, project_policy(p, t, acl_logging)) for p in projects]
     return [
         *out,
         (ADMIN_NETWORK_POLICIES, dns_policy(t)),
@@ -137,9 +152,15 @@ class AdminPolicySync:
     """Makes the cluster's project admin policies equal `desired` (reconcile key: any)."""
 
     def __init__(
-        self, client: KubeClient, namespaces: Store, anps: Store, banps: Store, t: ProjectTemplate
+        self,
+        client: KubeClient,
+        namespaces: Store,
+        anps: Store,
+        banps: Store,
+        t: ProjectTemplate,
+        acl_logging: str = ISOLATION_LOGGING,
     ) -> None:
-        self.client, self.namespaces, self.t = client, namespaces, t
+        self.client, self.namespaces, self.t, self.acl_logging = client, namespaces, t, acl_logging
         self.stores = {ADMIN_NETWORK_POLICIES: anps, BASELINE_ADMIN_NETWORK_POLICIES: banps}
 
     async def reconcile(self, _key: str) -> None:
@@ -149,7 +170,7 @@ class AdminPolicySync:
             if not o["metadata"].get("deletionTimestamp")
             and PROJECT_LABEL in (lab := o["metadata"].get("labels") or {})
         ]
-        want = desired(projects, self.t)
+        want = desired(projects, self.t, self.acl_logging)
         names = {(k.plural, b["metadata"]["name"]) for k, b in want}
         for kind, body in want:
             await self._ensure(kind, body)
@@ -173,11 +194,17 @@ class AdminPolicySync:
         if not _ours(have):
             log.warning("%s %s exists and is not managed by %s: left alone", kind.kind, name, MANAGER)
             return
+        want_log = _logging(body["metadata"].get("annotations"))
         if (
             have.get("spec") != body["spec"]
             or (have["metadata"].get("labels") or {}) != body["metadata"]["labels"]
+            or _logging(have["metadata"].get("annotations")) != want_log
         ):
-            meta = {**have["metadata"], "labels": body["metadata"]["labels"]}
+            annotations = {k: v for k, v in (have["metadata"].get("annotations") or {}).items()
+                           if k != ACL_LOGGING}  # fmt: skip
+            if want_log is not None:
+                annotations[ACL_LOGGING] = want_log
+            meta = {**have["metadata"], "labels": body["metadata"]["labels"], "annotations": annotations}
             await self.client.replace(kind, {**have, "metadata": meta, "spec": body["spec"]})
             log.info("repaired drift of %s %s", kind.kind, name)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from controllers.machinery import NAMESPACES, ApiException, AppContext, ControllerApp, Informer
+from controllers.netpol.acl_logging import ANNOTATION, InvalidLogSetting, parse_setting
 from controllers.netpol.adminpolicy import ADMIN_NETWORK_POLICIES, ANP_GROUP, BASELINE_ADMIN_NETWORK_POLICIES
-from controllers.projects.admin_policies import AdminPolicySync
+from controllers.projects.admin_policies import ISOLATION_LOGGING, AdminPolicySync
 from controllers.projects.reconcile import ProjectReconciler
 from controllers.projects.template import KINDS, MANAGED_BY, MANAGER, ProjectTemplate
 
@@ -23,6 +24,23 @@ def add_arguments(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     p.add_argument("--template", default=env.get(f"{PREFIX}TEMPLATE", ""),
                    help=f"YAML/JSON file overriding the quotas, LimitRange and DNS of the template "
                         f"(env {PREFIX}TEMPLATE; default: the spec's values)")  # fmt: skip
+    p.add_argument("--isolation-acl-logging", type=isolation_logging_flag,
+                   default=env.get(f"{PREFIX}ISOLATION_ACL_LOGGING", ISOLATION_LOGGING),
+                   help="the plasmacloud.io/acl-logging annotation written on the project isolation "
+                        "AdminNetworkPolicies (which verdicts of theirs the node agents log, at which "
+                        f"severity); '' or 'off': not logged (env {PREFIX}ISOLATION_ACL_LOGGING; "
+                        f"default: {ISOLATION_LOGGING})")  # fmt: skip
+
+
+def isolation_logging_flag(value: str) -> str:
+    """The annotation's value as given, checked as netpol-controller reads it ('off' -> '')."""
+    if value.strip() in ("", "off"):
+        return ""
+    try:
+        parse_setting({ANNOTATION: value})
+    except InvalidLogSetting as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
 
 
 async def setup(ctx: AppContext) -> None:
@@ -56,7 +74,8 @@ async def _admin_policies(ctx: AppContext, namespaces: Informer, template: Proje
     label = f"{MANAGED_BY}={MANAGER}"
     anps = ctx.informer(ADMIN_NETWORK_POLICIES, label_selector=label)
     banps = ctx.informer(BASELINE_ADMIN_NETWORK_POLICIES, label_selector=label)
-    sync = AdminPolicySync(ctx.client, namespaces.store, anps.store, banps.store, template)
+    sync = AdminPolicySync(ctx.client, namespaces.store, anps.store, banps.store, template,
+                           ctx.args.isolation_acl_logging)  # fmt: skip
     ctrl = ctx.controller("project-admin-policies", sync.reconcile, workers=1)
 
     def poke(*_: Any) -> None:

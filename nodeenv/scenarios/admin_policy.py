@@ -2,7 +2,9 @@
 (run right after it): project-controller's per-project ANPs, the DNS ANP and the BANP are Ready; the
 project admin of tenant-b, with its own IAM token and kubectl, deletes every NetworkPolicy of its
 namespace and still cannot reach tenant-a's web; the cluster DNS still answers it; it cannot delete or
-change the platform's policies (403).
+change the platform's policies (403). The refused probe shows in the verdict log (the isolation ANPs
+log their Deny rules: project-controller's --isolation-acl-logging): the node agent's JSON line and
+counter, and the PolicyDenied Event tenant-b reads in its own namespace with its own token.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from collections.abc import Callable
 
 from nodeenv.scenario import Scenario
 from nodeenv.scenarios.tenancy import PROJECTS, _reaches
+from nodeenv.scenarios.verdict_log import logged_drop, policy_denied, summary
 
 PRIORITY_99 = '{"spec":{"priority":99}}'
-ANPS = ("project-proj-a", "project-proj-b", "plasmacloud-platform-dns")
+ISOLATION = ("project-proj-a", "project-proj-b")
+ANPS = (*ISOLATION, "plasmacloud-platform-dns")
 
 
 def run(scn: Scenario) -> None:
@@ -40,9 +44,21 @@ def run(scn: Scenario) -> None:
         while time.monotonic() < deadline:
             if _reaches("tenant-b-client", web, 8080):
                 raise RuntimeError("tenant-b reached tenant-a's web:8080 after deleting its own policies")
-        # TODO(verdicts): show this refusal in the policy verdict log here: the drop is the ACL whose
-        # external_ids k8shost.netpol.ref is "anp:project-proj-a/ingress/0/Deny/other-projects" (or the
-        # egress one of project-proj-b), source tenant-b-client, destination web:8080.
+    b_ip = _pod_ip(kubectl, "tenant-b", "client")
+    with scn.step("admin policy: the refused probe in the verdict log (agent's JSON line, counter)",
+                  on=scn.where(b_client, a_web)) as r:  # fmt: skip
+        v, count = logged_drop((b_client, a_web), lambda: _reaches("tenant-b-client", web, 8080),
+                               lambda v: (v["src"], v["dst"], v["dport"]) == (b_ip, web, 8080))  # fmt: skip
+        if v["kind"] != "anp" or v["policy"] not in ISOLATION:
+            raise RuntimeError(f"the drop was not the project isolation ANP's: {v}")
+        r.detail = f"{summary(v)}; counter {count:.0f}"
+    if v["namespace"] == "tenant-b" and any(
+        p.env.get("PRISMNET_EVENTS_KUBECONFIG") for p in (b_client, a_web)
+    ):
+        with scn.step(
+            "admin policy: tenant-b sees its refused probe as a PolicyDenied Event (own token)"
+        ) as r:
+            r.detail = policy_denied(tenant, "tenant-b")
     if scn.env.get("CLUSTER_DNS_IP"):
         with scn.step("admin policy: the platform's DNS still answers tenant-b", on=b_client.name):
             _dns("tenant-b-client", scn.env["CLUSTER_DNS_IP"])

@@ -10,20 +10,17 @@ two nodes.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from common import metric_catalogue as cat
+from nodeenv.metrics_scrape import Target, value
 from nodeenv.scenario import Place, Scenario
 from nodeenv.scenarios.tenancy import _apply, _deleter, _eventually, _get, _pod, _reaches
 
 NS, PEER_NS = "verdict-a", "verdict-b"
 ANNOTATION = {"plasmacloud.io/acl-logging": json.dumps({"deny": "alert", "allow": "notice"})}
-SCRAPE = """
-import sys, urllib.request
-print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())
-"""
 
 
 def run(scn: Scenario) -> None:
@@ -42,35 +39,54 @@ def run(scn: Scenario) -> None:
         _pod(scn, kubectl, client_at.env, PEER_NS, "client")
     with scn.step("verdict log: a drop as a JSON line and a counter", on=scn.where(web_at, client_at)) as r:
         _eventually(lambda: not _reaches(f"{PEER_NS}-client", web, 8080), f"{PEER_NS}/client -> web refused")
-        found: list[dict[str, Any]] = []
-
-        def logged() -> bool:
-            _reaches(f"{PEER_NS}-client", web, 8080)  # another drop: the meter may have let the first pass
-            found[:] = [v for p in (web_at, client_at) for v in _verdicts(p) if v.get("dst") == web]
-            return bool(found)
-
-        _eventually(logged, "the agent's JSON line for the drop", timeout=20)
-        v = found[-1]
+        v, count = logged_drop((web_at, client_at), lambda: _reaches(f"{PEER_NS}-client", web, 8080),
+                               lambda v: v.get("dst") == web)  # fmt: skip
         if (v["namespace"], v["verdict"], v["dport"]) != (NS, "drop", 8080):
             raise RuntimeError(f"unexpected verdict line: {v}")
-        count = max(_counter(p, v["acl"]) for p in (web_at, client_at))
-        if count < 1:
-            raise RuntimeError(f"prismnet_policy_verdicts_total has no drop of {v['acl']}")
-        r.detail = (f"{v['namespace']} {v['policy']} {v['verdict']} {v['direction']} {v['protocol']} "
-                    f"{v['src']}:{v['sport']} -> {v['dst']}:{v['dport']}; counter {count:.0f}")  # fmt: skip
+        r.detail = f"{summary(v)}; counter {count:.0f}"
     if any(p.env.get("PRISMNET_EVENTS_KUBECONFIG") for p in (web_at, client_at)):
         with scn.step("verdict log: the tenant sees the drop as an Event in its namespace") as r:
-            found_events: list[dict[str, Any]] = []
+            r.detail = policy_denied(kubectl, NS)
 
-            def listed() -> bool:
-                found_events[:] = [
-                    e for e in _get(kubectl, "events", NS) if e.get("reason") == "PolicyDenied"
-                ]
-                return bool(found_events)
 
-            _eventually(listed, f"a PolicyDenied Event in {NS}", timeout=20)
-            e = found_events[0]
-            r.detail = f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['message'][:90]}"
+def summary(v: dict[str, Any]) -> str:
+    """A verdict line as the step's detail: namespace, policy, verdict, direction, 5-tuple."""
+    return (f"{v['namespace']} {v['acl'] or v['policy']} {v['verdict']} {v['direction']} {v['protocol']} "
+            f"{v['src']}:{v['sport']} -> {v['dst']}:{v['dport']}")  # fmt: skip
+
+
+def logged_drop(
+    places: Sequence[Place], probe: Callable[[], object], match: Callable[[dict[str, Any]], bool]
+) -> tuple[dict[str, Any], float]:
+    """The agent's JSON line of a drop `match` picks on any of `places` (probing again until it shows:
+    the meter may have let the first one pass unlogged), and its counter there (at least 1)."""
+    found: list[dict[str, Any]] = []
+
+    def logged() -> bool:
+        probe()
+        found[:] = [v for p in places for v in _verdicts(p) if v.get("verdict") == "drop" and match(v)]
+        return bool(found)
+
+    _eventually(logged, "the agent's JSON line for the drop", timeout=20)
+    v = found[-1]
+    count = max(_counter(p, v["namespace"], v["acl"]) for p in places)
+    if count < 1:
+        raise RuntimeError(f"prismnet_policy_verdicts_total has no drop of {v['acl']} in {v['namespace']}")
+    return v, count
+
+
+def policy_denied(kubectl: list[str], ns: str) -> str:
+    """The first PolicyDenied Event in `ns`, as `kubectl get events -n ns` shows it to whoever
+    `kubectl` is (the tenant), as the step's detail."""
+    found: list[dict[str, Any]] = []
+
+    def listed() -> bool:
+        found[:] = [e for e in _get(kubectl, "events", ns) if e.get("reason") == "PolicyDenied"]
+        return bool(found)
+
+    _eventually(listed, f"a PolicyDenied Event in {ns}", timeout=20)
+    e = found[0]
+    return f"{e['involvedObject']['kind']}/{e['involvedObject']['name']}: {e['message'][:110]}"
 
 
 def _verdicts(place: Place) -> list[dict[str, Any]]:
@@ -82,11 +98,10 @@ def _verdicts(place: Place) -> list[dict[str, Any]]:
     return [d for d in map(json.loads, lines) if d.get("msg") == "policy verdict"]
 
 
-def _counter(place: Place, acl: str) -> float:
+def _counter(place: Place, namespace: str, acl: str) -> float:
     url = place.env.get("PRISMNET_METRICS", "")
     if not url:
         return 0.0
-    argv = place.argv([sys.executable, "-c", SCRAPE, url])
-    text = subprocess.run(argv, capture_output=True, text=True, timeout=15).stdout
-    want = f'prismnet_policy_verdicts_total{{namespace="{NS}",policy="{acl}",verdict="drop"}}'
-    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(want))
+    text = Target(cat.AGENT, place.name, place.netns, url).scrape()
+    got = value(text, "prismnet_policy_verdicts_total", namespace=namespace, policy=acl, verdict="drop")
+    return got or 0.0

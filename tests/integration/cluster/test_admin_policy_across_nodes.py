@@ -6,7 +6,7 @@ anp-b/c-b (app=client) on node3, anp-b/other (app=other) on node2. Each step wri
 API and checks every peer's answer once the change is seen on every chassis: a higher-priority ANP over a
 lower one (priorities), Allow / Deny / Pass, Pass handing the decision to NetworkPolicy and, without one,
 to the BANP; peers by namespaces, by pods, by nodes, by networks; ports by number, range and name; TCP
-and UDP (SCTP: this kernel has no SCTP sockets, so it is covered by the translation's unit tests only);
+and UDP; SCTP by raw INIT packets (this kernel has no SCTP sockets: sctp_raw.py);
 the Ready status condition. Deleting everything opens the pods again.
 """
 
@@ -22,6 +22,7 @@ from nodeenv.cluster.cluster import Cluster
 from nodeenv.node import read_env_file
 from tests.integration.cluster.conftest import Pod, Pods
 from tests.integration.cluster.kube import Api, eventually, namespace, pod_object
+from tests.integration.controllers.netpol.sctp_raw import sctp_reaches
 from tests.integration.controllers.netpol.traffic import EchoServers, reaches
 
 A, B = "anp-a", "anp-b"
@@ -295,3 +296,122 @@ def test_every_field_of_the_admin_policies_by_traffic(
         api.delete("AdminNetworkPolicy", "", name)
     api.delete("Node", "", FAKE_NODE)
     _step(cluster, peers, ("other", "tcp", 8080, True), everyone)
+
+
+def test_egress_peers_actions_and_the_banp_egress_by_traffic(
+    cluster: Cluster, api: Api, peers: dict[str, Pod]
+) -> None:
+    """The egress half: subjects by pods with matchExpressions, Deny to namespaces (matchExpressions) on a
+    TCP portRange, Allow above it to pods on a namedPort, Pass to NetworkPolicy and the BANP's egress
+    (Allow before Deny), a NetworkPolicy deciding passed egress above the BANP, and a domainNames Allow
+    (not implemented: matches nothing, Ready=False) that opens nothing; and an ingress Deny on a TCP
+    portNumber from pods selected by matchExpressions."""
+    everyone = [("c-a", "tcp", 8080, True), ("c-b", "tcp", 8080, True), ("other", "tcp", 8080, True),
+                ("c-b", "tcp", 8081, True), ("c-b", "udp", 5353, True)]  # fmt: skip
+    _check(peers, everyone)
+    in_b = {"matchExpressions": [{"key": "anp-tenant", "operator": "In", "values": ["b"]}]}
+    to_a = {"namespaces": {"matchExpressions": [{"key": "anp-tenant", "operator": "NotIn", "values": ["b"]},
+                                                {"key": "anp-tenant", "operator": "Exists"}]}}  # fmt: skip
+    subject_b = {"pods": {"namespaceSelector": in_b, "podSelector": {}}}
+    range_8000 = {"portRange": {"protocol": "TCP", "start": 8000, "end": 8080}}
+    udp_5353 = {"portNumber": {"protocol": "UDP", "port": 5353}}
+    deny = {"name": "to-a", "action": "Deny", "to": [to_a], "ports": [range_8000, udp_5353]}
+    api.create(anp("eg-deny", 20, subject_b, egress=[deny]))
+    _step(cluster, peers, ("c-b", "tcp", 8080, False),
+          [("other", "tcp", 8080, False), ("c-b", "tcp", 8081, True), ("c-b", "udp", 5353, False),
+           ("other", "udp", 5353, False), ("c-a", "tcp", 8080, True)])  # fmt: skip
+
+    # an Allow at 10 to srv's pod by its named port wins over the Deny at 20; a domainNames Allow: nothing
+    srv = {
+        "pods": {
+            "namespaceSelector": TENANT_A,
+            "podSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["srv"]}]},
+        }
+    }
+    clients_b = {"pods": {"namespaceSelector": in_b, "podSelector": CLIENT}}
+    api.create(
+        anp(
+            "eg-domains",
+            15,
+            subject_b,
+            egress=[{"name": "dns-names", "action": "Allow", "to": [{"domainNames": ["srv.example.com"]}]}],
+        )
+    )
+    cond = _ready(api, "adminnetworkpolicies", "eg-domains")
+    assert cond["status"] == "False" and "domainNames" in cond["message"], cond
+    _sync(cluster)
+    _check(peers, [("c-b", "tcp", 8080, False), ("other", "tcp", 8080, False)])
+    api.create(anp("eg-allow", 10, clients_b, egress=[{"name": "srv-http", "action": "Allow", "to": [srv],
+                                                       "ports": [{"namedPort": "http"}]}]))  # fmt: skip
+    _step(cluster, peers, ("c-b", "tcp", 8080, True), [("other", "tcp", 8080, False)])
+
+    # Pass (UDP) at 5 skips the Deny at 20 and hands the UDP to NetworkPolicy (none selects c-b or other),
+    # then the BANP: its egress Allows UDP 5300-5400 to srv before its Deny to anp-a (so c-b's TCP 8081,
+    # which no ANP decides, is refused); `other` is no BANP subject: its passed UDP is allowed
+    api.create(anp("eg-pass", 5, subject_b, egress=[{"name": "udp", "action": "Pass", "to": [to_a],
+                                                     "ports": [udp_5353]}]))  # fmt: skip
+    banp = {"apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "BaselineAdminNetworkPolicy",
+            "metadata": {"name": "default"},
+            "spec": {"subject": clients_b,
+                     "egress": [{"name": "udp-srv", "action": "Allow", "to": [srv],
+                                 "ports": [{"portRange": {"protocol": "UDP", "start": 5300, "end": 5400}}]},
+                                {"name": "no-a", "action": "Deny", "to": [to_a]}]}}  # fmt: skip
+    api.create(banp)
+    _step(cluster, peers, ("c-b", "tcp", 8081, False),
+          [("c-b", "udp", 5353, True), ("c-b", "tcp", 8080, True), ("other", "tcp", 8081, True),
+           ("other", "udp", 5353, True), ("other", "tcp", 8080, False)])  # fmt: skip
+    assert _ready(api, "baselineadminnetworkpolicies", "default")["status"] == "True"
+
+    # a NetworkPolicy selecting c-b for egress (TCP 8081 only) decides above the BANP: 8081 allowed, the
+    # passed UDP no longer (the NP does not allow it); the ANP Allow at 10 still wins over the NP
+    to_8081 = {"to": [{"namespaceSelector": TENANT_A}], "ports": [{"protocol": "TCP", "port": 8081}]}
+    np = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+          "metadata": {"name": "c-b-out", "namespace": B},
+          "spec": {"podSelector": CLIENT, "policyTypes": ["Egress"], "egress": [to_8081]}}  # fmt: skip
+    api.create(np)
+    _step(
+        cluster, peers, ("c-b", "tcp", 8081, True), [("c-b", "udp", 5353, False), ("c-b", "tcp", 8080, True)]
+    )
+
+    # and the ingress side on a TCP portNumber from pods by matchExpressions: srv refuses `other` on 8081
+    other = {
+        "pods": {
+            "namespaceSelector": in_b,
+            "podSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["other"]}]},
+        }
+    }
+    tcp_8081 = {"portNumber": {"protocol": "TCP", "port": 8081}}
+    in_deny = {"name": "other-8081", "action": "Deny", "from": [other], "ports": [tcp_8081]}
+    api.create(anp("in-tcp", 40, {"namespaces": TENANT_A}, ingress=[in_deny]))
+    _step(cluster, peers, ("other", "tcp", 8081, False),
+          [("other", "udp", 5353, True), ("c-b", "tcp", 8081, True), ("c-a", "tcp", 8081, True)])  # fmt: skip
+
+    api.delete("NetworkPolicy", B, "c-b-out")
+    api.delete("BaselineAdminNetworkPolicy", "", "default")
+    for name in ("in-tcp", "eg-pass", "eg-allow", "eg-domains", "eg-deny"):
+        api.delete("AdminNetworkPolicy", "", name)
+    _step(cluster, peers, ("other", "tcp", 8080, True), everyone)
+
+
+def test_sctp_ports_across_nodes_by_raw_init_packets(
+    cluster: Cluster, api: Api, peers: dict[str, Pod]
+) -> None:
+    """protocol SCTP by traffic across nodes: raw SCTP INITs (the kernel has no SCTP stack;
+    tests/integration/controllers/netpol/sctp_raw.py) from c-b (node3) and c-a (node2) to srv (node1)."""
+
+    def sctp(src: str, port: int) -> bool:
+        srv = peers["srv"]
+        return any(sctp_reaches(peers[src].netns, srv.netns, srv.ip, port) for _ in range(3))
+
+    assert sctp("c-b", 9999) and sctp("c-a", 7050), "SCTP not carried across nodes without a policy"
+    ports = [{"portNumber": {"protocol": "SCTP", "port": 9999}},
+             {"portRange": {"protocol": "SCTP", "start": 7000, "end": 7100}}]  # fmt: skip
+    rule = {"name": "b-sctp", "action": "Deny", "from": [{"namespaces": TENANT_B}], "ports": ports}
+    api.create(anp("sctp-in", 20, {"namespaces": TENANT_A}, ingress=[rule]))
+    got = eventually(lambda: sctp("c-b", 9999), lambda ok: not ok)
+    assert not got, "c-b's SCTP to srv:9999 never refused"
+    _sync(cluster)
+    checked = {"c-b 7050": sctp("c-b", 7050), "c-b 9998": sctp("c-b", 9998), "c-a 9999": sctp("c-a", 9999)}
+    api.delete("AdminNetworkPolicy", "", "sctp-in")
+    assert checked == {"c-b 7050": False, "c-b 9998": True, "c-a 9999": True}
+    assert eventually(lambda: sctp("c-b", 9999), bool), "c-b's SCTP not allowed again after the delete"

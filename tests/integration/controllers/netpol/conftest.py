@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from controllers.machinery import NAMESPACES, PODS, KubeClient
 from controllers.netpol.ovn_apply import PolicyNorthbound
 from controllers.netpol.translate import Desired, Member
 from controllers.resources import ContainerPort
@@ -22,6 +24,7 @@ from nodeenv.cni_component import CniComponent
 from nodeenv.daemons import DaemonError
 from nodeenv.node import Node
 from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods, pod_ip
+from tests.integration.controllers.machinery_kit import client_for
 from tests.integration.controllers.netpol.traffic import EchoServers
 
 TCP_PORTS, UDP_PORTS = (8080, 9000), (5353,)
@@ -129,3 +132,20 @@ def cluster(cni_agent: Agent) -> Iterator[Cluster]:
         nb.apply(Desired())
         nb.close()
         pods.delete_all()
+
+
+@pytest.fixture
+async def api(kube_api: Any, cluster: Cluster) -> AsyncIterator[KubeClient]:
+    """Namespaces and pods in the API as kubelet would have them (labels, podIPs, container ports)."""
+    async with client_for(kube_api.kubeconfig) as c:
+        for ns, labels in cluster.namespaces.items():
+            await c.create(NAMESPACES, {"metadata": {"name": ns, "labels": labels}})
+        for p in cluster.pods.values():
+            ports = [{"name": cp.name, "containerPort": cp.container_port} for cp in p.ports]
+            body = {"metadata": {"namespace": p.namespace, "name": p.name, "labels": p.labels},
+                    "spec": {"containers": [{"name": "c", "image": "x", "ports": ports}]}}  # fmt: skip
+            created = await c.create(PODS, body)
+            await c.replace(
+                PODS, {**created, "status": {"phase": "Running", "podIPs": [{"ip": p.ip}]}}, "status"
+            )
+        yield c

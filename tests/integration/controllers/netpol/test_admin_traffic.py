@@ -13,6 +13,7 @@ from controllers.netpol.adminpolicy import parse_admin
 from controllers.netpol.policy import NetworkPolicy, parse_policy
 from controllers.netpol.translate import translate
 from tests.integration.controllers.netpol.conftest import Cluster
+from tests.integration.controllers.netpol.sctp_raw import sctp_reaches
 from tests.integration.controllers.netpol.test_netpol_traffic import A_FE, A_WEB, B_DB, B_FE, check
 
 pytestmark = [pytest.mark.root, pytest.mark.ovn]
@@ -110,3 +111,34 @@ def test_pass_skips_lower_anps_and_reaches_the_banp(cluster: Cluster) -> None:
             (A_FE, A_WEB, "tcp", 8080, True),
         ],
     )  # not passed: ANP deny
+
+
+def test_sctp_ports_by_raw_init_packets(cluster: Cluster) -> None:
+    """protocol SCTP (portNumber, portRange; ingress and egress) by traffic: raw SCTP INITs (sctp_raw.py;
+    the kernel has no SCTP stack) carried, or not, through OVS's `sctp.dst` ACL matches and conntrack."""
+
+    def sctp(src: str, dst: str, port: int) -> bool:
+        p, q = cluster.pods[src], cluster.pods[dst]
+        return any(sctp_reaches(p.netns, q.netns, q.ip, port) for _ in range(2))  # one loss on a busy machine
+
+    apply(cluster)
+    assert sctp(B_FE, A_WEB, 9999) and sctp(A_FE, A_WEB, 7050), "SCTP not carried without a policy"
+    sctp_in = [{"portNumber": {"protocol": "SCTP", "port": 9999}},
+               {"portRange": {"protocol": "SCTP", "start": 7000, "end": 7100}}]  # fmt: skip
+    deny_in = anp("sctp-in", 20, subject={"namespaces": {"matchLabels": {"team": "a"}}},
+                  ingress=[{"action": "Deny", "from": [TEAM_B], "ports": sctp_in}])  # fmt: skip
+    deny_out = anp("sctp-out", 30, subject={"namespaces": {"matchLabels": {"team": "a"}}},
+                   egress=[{"action": "Deny", "to": [TEAM_B],
+                            "ports": [{"portNumber": {"protocol": "SCTP", "port": 8888}}]}])  # fmt: skip
+    apply(cluster, deny_in, deny_out)
+    got = {
+        "b->a 9999 (denied)": sctp(B_FE, A_WEB, 9999),
+        "b->a 7050 (denied, range)": sctp(B_FE, A_WEB, 7050),
+        "b->a 9998 (allowed)": sctp(B_FE, A_WEB, 9998),
+        "a->a 9999 (allowed)": sctp(A_FE, A_WEB, 9999),
+        "a->b 8888 (denied, egress)": sctp(A_FE, B_DB, 8888),
+        "a->b 8887 (allowed)": sctp(A_FE, B_DB, 8887),
+    }
+    want = {k: k.endswith("(allowed)") for k in got}
+    apply(cluster)
+    assert got == want

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from controllers.machinery import NAMESPACES, NETWORK_POLICIES, PODS, ControllerApp, KubeClient
+from controllers.machinery import NETWORK_POLICIES, PODS, ControllerApp, KubeClient
 from controllers.machinery.settings import parse
 from controllers.netpol.main import make_app
 from controllers.netpol.settings import PREFIX, add_arguments
-from tests.integration.controllers.machinery_kit import client_for, eventually
+from tests.integration.controllers.machinery_kit import eventually
 from tests.integration.controllers.netpol.conftest import Cluster
 from tests.integration.controllers.netpol.traffic import reaches
 
@@ -39,23 +38,6 @@ class Running:
     async def halt(self) -> None:
         self.stop.set()
         assert self.task is not None and await asyncio.wait_for(self.task, 30) == 0
-
-
-@pytest.fixture
-async def api(kube_api: Any, cluster: Cluster) -> AsyncIterator[KubeClient]:
-    """Namespaces and pods in the API as kubelet would have them (labels, podIPs, container ports)."""
-    async with client_for(kube_api.kubeconfig) as c:
-        for ns, labels in cluster.namespaces.items():
-            await c.create(NAMESPACES, {"metadata": {"name": ns, "labels": labels}})
-        for p in cluster.pods.values():
-            ports = [{"name": cp.name, "containerPort": cp.container_port} for cp in p.ports]
-            body = {"metadata": {"namespace": p.namespace, "name": p.name, "labels": p.labels},
-                    "spec": {"containers": [{"name": "c", "image": "x", "ports": ports}]}}  # fmt: skip
-            created = await c.create(PODS, body)
-            await c.replace(
-                PODS, {**created, "status": {"phase": "Running", "podIPs": [{"ip": p.ip}]}}, "status"
-            )
-        yield c
 
 
 def policy(name: str, ingress: list[Any]) -> dict[str, Any]:

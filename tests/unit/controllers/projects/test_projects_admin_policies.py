@@ -3,10 +3,16 @@ the netpol translation reads it as meant (other projects denied, DNS allowed, th
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
+
+from controllers.netpol.acl_logging import ANNOTATION
 from controllers.netpol.admin_translate import admin_group, peers_set, translate_admin
 from controllers.netpol.adminpolicy import BASELINE_ADMIN_NETWORK_POLICIES, parse_admin
 from controllers.netpol.translate import Desired, Member
-from controllers.projects.admin_policies import DNS_POLICY, desired, project_policy_name
+from controllers.projects.admin_policies import DNS_POLICY, ISOLATION_LOGGING, desired, project_policy_name
+from controllers.projects.main import isolation_logging_flag
 from controllers.projects.template import MANAGED_BY, MANAGER, PROJECT_LABEL, ProjectTemplate
 
 T = ProjectTemplate()
@@ -57,3 +63,30 @@ def test_the_translation_denies_other_projects_allows_dns_and_closes_the_rest() 
     assert out.port_groups[admin_group("banp:default")].ports == {"a-x", "b-x"}
     dns = {a.action for a in out.port_groups[admin_group("anp:" + DNS_POLICY)].acls}
     assert dns == {"allow-related"}
+
+
+def test_project_anps_log_their_denies_by_default_and_not_when_turned_off() -> None:
+    policies = {b["metadata"]["name"]: b for _, b in desired(["p1"], T, ISOLATION_LOGGING)}
+    assert policies["project-p1"]["metadata"]["annotations"] == {ANNOTATION: ISOLATION_LOGGING}
+    assert "annotations" not in policies[DNS_POLICY]["metadata"]  # only the isolation's verdicts
+    assert "annotations" not in policies["default"]["metadata"]
+    out = Desired()
+    parsed = [parse_admin(b, baseline=k is BASELINE_ADMIN_NETWORK_POLICIES)
+              for k, b in desired(["p1"], T, ISOLATION_LOGGING)]  # fmt: skip
+    translate_admin(out, parsed, [], {}, [])
+    acls = out.port_groups[admin_group("anp:project-p1")].acls
+    logged = {(a.action, a.log.name, a.log.severity) for a in acls if a.log is not None}
+    assert logged == {("drop", "anp//project-p1", "warning")}  # the Deny rules, not the Pass ones
+    assert all("annotations" not in b["metadata"] for _, b in desired(["p1"], T, ""))
+
+
+@pytest.mark.parametrize(
+    ("value", "want"), [("off", ""), ("", ""), ('{"deny": "alert", "pass": "info"}', None)]
+)
+def test_the_isolation_logging_flag_is_checked_as_netpol_reads_it(value: str, want: str | None) -> None:
+    assert isolation_logging_flag(value) == (value if want is None else want)
+
+
+def test_a_severity_netpol_does_not_know_is_refused_at_startup() -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="loud"):
+        isolation_logging_flag('{"deny": "loud"}')
