@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-PYTEST_ARGS ?=
+# the 25 slowest setups/calls/teardowns printed by every run (before the summary line, which stays last)
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: dashboards dashboard-snapshot monitoring-rules setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status
 

@@ -14,6 +14,7 @@ from nodeenv.image.build import CONTAINERFILE, base_image, make_base
 from nodeenv.image.host import CA_BUNDLE, HostConfigError, host_secrets
 from nodeenv.image.layers import certificates, files, leaks, oci_layers
 from nodeenv.image.store import ROOT, ImageStore
+from nodeenv.kubelet.rootdir import mounts_under
 
 # Where the Containerfile mounts secrets, and what mmdebstrap leaves of its bootstrap configuration.
 SECRET_PATHS = ["run/secrets/*", "etc/pip.conf", "etc/xdg/pip/*", "etc/apt/apt.conf.d/99mmdebstrap"]
@@ -81,7 +82,10 @@ def test_a_missing_base_is_made_from_debian_packages(tmp_path: Path) -> None:
         assert store.size(base.name) < 100e6
     finally:
         store("rmi", "-af", check=False)
+        for point in sorted(mounts_under(store.base), key=len, reverse=True):  # podman's overlay home
+            subprocess.run(["umount", point], check=True)
         shutil.rmtree(store.base / "storage", ignore_errors=True)
+    assert mounts_under(store.base) == []
 
 
 def test_a_base_of_another_release_than_the_hosts_is_refused(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from kubernetes import client
 
+from tests.integration.kubeapi.official_client import api
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
-from tests.integration.kubeapi.test_kubeapi_official_client import api
 from tests.kubeapi_fixture import KubeApiHandle
 
 NS = "default"

@@ -4,21 +4,14 @@ is created and its token requested, as kubelet does for the projected kube-api-a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
+from tests.integration.kubeapi.official_client import api
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.kubeapi_fixture import KubeApiHandle
 
-
-@pytest.fixture
-def api(kube_api: KubeApiHandle) -> Iterator[client.ApiClient]:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(kube_api.kubeconfig), client_configuration=cfg)
-    with client.ApiClient(cfg) as c:
-        yield c
+__all__ = ["api"]  # the official client's fixture (official_client.py)
 
 
 @pytest.fixture

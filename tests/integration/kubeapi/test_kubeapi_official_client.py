@@ -7,25 +7,19 @@ create/update bodies without a Content-Type header, which kube-apiserver takes a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config, dynamic, watch
+from kubernetes import client, dynamic, watch
 from kubernetes.client.exceptions import ApiException
 
 from nodeenv.kubeapi.snapshot_crds import snapshot_crds
+from tests.integration.kubeapi.official_client import api
 from tests.kubeapi_fixture import KubeApiHandle
 
+__all__ = ["api"]  # the official client's fixture (official_client.py)
+
 NS = "kube-system"
-
-
-@pytest.fixture
-def api(kube_api: KubeApiHandle) -> Iterator[client.ApiClient]:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(kube_api.kubeconfig), client_configuration=cfg)
-    with client.ApiClient(cfg) as c:
-        yield c
 
 
 def daemonset(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:

@@ -3,16 +3,18 @@ local group version, Available) through kubectl and the official `kubernetes` cl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from nodeenv.kubeapi.snapshot_crds import snapshot_crds
+from tests.integration.kubeapi.official_client import api
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.kubeapi_fixture import KubeApiHandle
+
+__all__ = ["api"]  # the official client's fixture (official_client.py)
 
 RC = """\
 apiVersion: v1
@@ -23,14 +25,6 @@ spec:
     metadata: {labels: {app: legacy}}
     spec: {containers: [{name: c, image: registry.k8s.io/pause:3.10}]}
 """
-
-
-@pytest.fixture
-def api(kube_api: KubeApiHandle) -> Iterator[client.ApiClient]:
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=str(kube_api.kubeconfig), client_configuration=cfg)
-    with client.ApiClient(cfg) as c:
-        yield c
 
 
 def test_replication_controller_with_kubectl(kube_api: KubeApiHandle) -> None:

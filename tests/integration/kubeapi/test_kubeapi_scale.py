@@ -12,8 +12,9 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.kubeapi.official_client import api
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl, kubectl_json
-from tests.integration.kubeapi.test_kubeapi_official_client import api, status_of
+from tests.integration.kubeapi.test_kubeapi_official_client import status_of
 from tests.kubeapi_fixture import KubeApiHandle
 
 NS = "default"

@@ -11,8 +11,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.kubeapi.official_client import api
 from tests.integration.kubeapi.test_kubeapi_kubectl import apply_file, kubectl, kubectl_json
-from tests.integration.kubeapi.test_kubeapi_official_client import api, status_of
+from tests.integration.kubeapi.test_kubeapi_official_client import status_of
 from tests.kubeapi_fixture import KubeApiHandle
 
 __all__ = ["api"]  # the official client's fixture

@@ -1,11 +1,14 @@
-"""One `boot --nodes 3` shared by a test module (`booted` below): the run dir, the boot's output, and
-kubectl with the admin kubeconfig; removed with `down` at the end, leaving no namespace behind."""
+"""One `boot --nodes 3` (`booted_cluster` below): the run dir, the boot's output, and kubectl with the
+admin kubeconfig; removed with `down` at the end, leaving no namespace behind. conftest.py's package
+fixture `booted` is the one the boot test modules share (prefix PREFIX); `cli` runs the boot's
+command line (`python -m nodeenv.kubelet`)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import require_ovn
-from tests.integration.kubelet.test_boot_cli import cli
+
+PREFIX = "k8shkt"
+"""The shared boot's network namespaces: k8shkt-node1..3 (a second boot of its own takes another)."""
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nodeenv.kubelet", *args], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """The overlay applied to the API double, the cluster admin's Secrets made (README install step 4),
-and a runner for one node: the machine's root network namespace, hostPaths under a private root."""
+and a runner for one node: the machine's root network namespace, hostPaths under a private root.
+And `booted`: one `boot --nodes 3` shared by the modules that take it, run together at the end of
+the package's tests (SHARED_BOOT_ORDER), removed with `down` after the last of them."""
 
 from __future__ import annotations
 
@@ -23,9 +25,47 @@ from nodeenv.plasmacloud_auth import DevPki
 from tests.conftest import require_root
 from tests.integration.kubeapi.test_kubeapi_kubectl import kubectl
 from tests.integration.kubeapi.test_kubeapi_overlay import OVERLAY, install_crds
+from tests.integration.kubelet.boot_session import PREFIX, Booted, booted_cluster
 from tests.kubeapi_fixture import KubeApiHandle
 
 NS = "kube-system"
+SHARED_BOOT_ORDER = ("test_boot_nodes.py", "test_boot_monitoring.py", "test_kubectl_reach.py",
+                     "test_admin_kubectl.py", "test_boot_node_wiring.py")  # fmt: skip
+"""The modules on the shared boot, in the order they run (one not named runs before the last): the
+boot's own output checked first; each removes what it made (a namespace, the workloads of its
+table) at its end. test_boot_node_wiring.py is last: it kills ovn-controller on node2 (its
+container's restart brings it back, which the test waits for)."""
+SHARED_BOOT_TIMEOUT = 900
+"""For the first shared test (its setup boots, 3-6 min on a loaded machine) and the last (its
+teardown runs `down`)."""
+
+
+@pytest.fixture(scope="package")
+def booted() -> Iterator[Booted]:
+    """The package's one `boot --nodes 3` (prefix k8shkt): removed when the session leaves the package,
+    i.e. after the last shared module (pytest_collection_modifyitems below puts them there)."""
+    with booted_cluster(PREFIX) as b:
+        yield b
+
+
+def _shared_rank(item: pytest.Item) -> int:
+    name = item.path.name
+    return SHARED_BOOT_ORDER.index(name) * 2 if name in SHARED_BOOT_ORDER else len(SHARED_BOOT_ORDER) * 2 - 3
+
+
+@pytest.hookimpl(trylast=True)  # after tests/conftest.py's own_ovs-first sort
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on the shared boot together, after the package's other tests (so the boot is up only
+    while they run) and in SHARED_BOOT_ORDER; each module's own order kept."""
+    here = Path(__file__).parent
+    shared = sorted((i for i in items if "booted" in getattr(i, "fixturenames", ())), key=_shared_rank)
+    if not shared:
+        return
+    rest = [i for i in items if i not in set(shared)]
+    at = max((n + 1 for n, i in enumerate(rest) if i.path.parent == here), default=0)
+    items[:] = [*rest[:at], *shared, *rest[at:]]
+    for item in {shared[0], shared[-1]}:
+        item.add_marker(pytest.mark.timeout(SHARED_BOOT_TIMEOUT), append=False)
 
 
 def webhook_secrets(api: KubeApiHandle, pki: Path) -> dict[str, Any]:

@@ -2,12 +2,12 @@
 order, each failing the test on a non-zero exit or an output that does not match its pattern.
 
 COMMANDS is a plain list of Step(argv, expect[, stdin, retry]) to extend, each row its own test case
-(run in order on one booted cluster): `expect` is a regular
+(run in order on the package's shared boot, conftest.py): `expect` is a regular
 expression searched (multiline) in stdout; `retry` is how many seconds a step may be repeated until it
 passes (metrics need two scrapes, a LoadBalancer its address). Workloads of the table: a Deployment
 `web` (HTTP on 8080, readiness probe), a DaemonSet `tick` and a StatefulSet `db` in `default` (applied
 as YAML), a Deployment `hello` made by `kubectl create deployment` (protobuf), plus the overlay's own
-(prismnet-agent, ovn-central)."""
+(prismnet-agent, ovn-central). The table's workloads are deleted after its last row."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from dataclasses import dataclass
 import pytest
 
 from nodeenv.image.build import image_name
-from tests.integration.kubelet.boot_session import Booted, booted_cluster
+from tests.integration.kubelet.boot_session import Booted
 
-PREFIX = "k8sro"
 IMAGE = image_name()
 WORKLOADS = f"""
 apiVersion: apps/v1
@@ -162,10 +161,12 @@ COMMANDS: list[Step] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def booted() -> Iterator[Booted]:
-    with booted_cluster(PREFIX) as b:
-        yield b
+@pytest.fixture(autouse=True, scope="module")
+def _cleanup(booted: Booted) -> Iterator[None]:
+    """The table's workloads off the shared boot (the modules after this one run beside less)."""
+    yield
+    booted.kubectl("delete", "service/web-lb", "deployment/web", "deployment/hello", "daemonset/tick",
+                   "statefulset/db", "--ignore-not-found", "--wait=false")  # fmt: skip
 
 
 def run_step(booted: Booted, step: Step) -> str:
@@ -181,7 +182,7 @@ def run_step(booted: Booted, step: Step) -> str:
     return proc.stdout
 
 
-@pytest.mark.timeout(900)  # the first step also boots the cluster; a rollout may take minutes under load
+@pytest.mark.timeout(900)  # a rollout may take minutes under load
 @pytest.mark.parametrize(
     "step", COMMANDS, ids=[f"{i:02d} {' '.join(s.argv)}" for i, s in enumerate(COMMANDS)]
 )

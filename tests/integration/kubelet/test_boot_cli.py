@@ -9,8 +9,6 @@ machine): marked `own_ovs`, run before the session's OVN node under both locks."
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from nodeenv.image.store import ImageStore
 from nodeenv.kubelet.runner import RUNNER_LABEL
 from nodeenv.ovn_stack import USERSPACE_DATAPATH_DEV
 from tests.conftest import require_ovn
+from tests.integration.kubelet.boot_session import cli
 from tests.integration.kubelet.conftest import wait_for
 
 pytestmark = pytest.mark.own_ovs
@@ -32,11 +31,6 @@ LightningStor VolumeService boot starts)."""
 
 def _links() -> set[str]:
     return {p.name for p in Path("/sys/class/net").iterdir()}
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nodeenv.kubelet", *args], capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
 
 
 def rows(table: str) -> dict[str, list[str]]:

@@ -1,4 +1,4 @@
-"""`make boot`'s Prometheus on the booted cluster (3 nodes, test_boot_nodes.py's boot fixture):
+"""`make boot`'s Prometheus on the booted cluster (3 nodes, the package's shared boot, conftest.py):
 
 - every container port named `metrics` of our Running pods is a target discovered through the API
   double, and every target is up, on hostNetwork pods (the node's address) and pod-network pods
@@ -23,10 +23,8 @@ import pytest
 from dashboards.catalogue import DASHBOARDS
 from nodeenv.promapi import NetnsPrometheusApi as PromApi
 from nodeenv.prometheus import Target
+from tests.integration.kubelet.boot_session import PREFIX, Booted
 from tests.integration.kubelet.conftest import wait_for
-from tests.integration.kubelet.test_boot_nodes import PREFIX, Booted, booted
-
-__all__ = ["booted"]  # the module's own boot, as test_boot_nodes.py has it
 
 ACTIVITY = """
 apiVersion: v1

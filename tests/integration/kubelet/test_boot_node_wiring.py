@@ -1,6 +1,7 @@
 """prismnet-agent on `make boot` reaches what ovs-node's ovn-controller leaves on the node (the
 daemonsets/ manifests: /run/ovn and /var/log/ovn hostPaths, the agent's own ServiceAccount allowed
-to write Events). One boot for the module (prefix k8shnw), removed with `down` at the end.
+to write Events). On the package's shared boot (conftest.py), the last of its modules: it kills
+ovn-controller on node2 (the container's restart brings it back, which the test waits for).
 
 - each node's agent serves `prismnet_ovn_controller_up 1` (it probes ovn-controller's control
   socket); ovn-controller killed on node2 (its process, by PID) turns node2's to 0 while the other
@@ -17,20 +18,16 @@ import functools
 import json
 import os
 import signal
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from nodeenv.daemons import http_get_in
 from nodeenv.image.build import image_name
 from nodeenv.image.store import PodmanError
 from nodeenv.metrics_scrape import value
-from tests.integration.kubelet.boot_session import Booted, booted_cluster
+from tests.integration.kubelet.boot_session import PREFIX, Booted
 from tests.integration.kubelet.conftest import wait_for
 from tests.integration.kubelet.test_boot_nodes import _store, container
 
-PREFIX = "k8shnw"
 NODES = {"node1": "10.250.0.11", "node2": "10.250.0.12", "node3": "10.250.0.13"}
 UP = "prismnet_ovn_controller_up"
 NS = "nw-verdicts"
@@ -49,12 +46,6 @@ DENY_ALL = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": {"name": "default-deny", "namespace": NS},
             "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}  # fmt: skip
 GET = "import urllib.request, sys; print(urllib.request.urlopen(sys.argv[1], timeout=2).status)"
-
-
-@pytest.fixture(scope="module")
-def booted() -> Iterator[Booted]:
-    with booted_cluster(PREFIX) as b:
-        yield b
 
 
 def metrics(node: str) -> str:

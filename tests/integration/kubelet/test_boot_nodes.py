@@ -1,6 +1,7 @@
 """`make boot NODES=3` (`python -m nodeenv.kubelet boot --nodes 3`): the whole k3s overlay booted on
 three nodes, each a network namespace on an underlay with its own runner, as an HA k3s has three
-servers. One boot for the module (~50 s here), removed with `down` at the end.
+servers. The boot the package's boot modules share (conftest.py `booted`, ~50 s here when the
+machine is idle), removed with `down` after the last of them.
 
 - every pod of the overlay is scheduled (none Pending): a DaemonSet's pod per node, every
   Deployment's two replicas on two nodes (required anti-affinity), ovn-central-0/1/2 on three;
@@ -14,7 +15,7 @@ servers. One boot for the module (~50 s here), removed with `down` at the end.
   through the booted PrismNET: ICMP, and HTTP from inside the containers.
 
 Nothing of it lives in the machine's own namespace (the nodes' OVS are in their namespaces); its
-prefix is its own (k8shkt)."""
+prefix is the shared boot's (k8shkt)."""
 
 from __future__ import annotations
 
@@ -22,32 +23,22 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from nodeenv.daemons import http_get_in
 from nodeenv.image.build import image_name
 from nodeenv.image.store import ImageStore
 from nodeenv.metrics_scrape import promtool_problems, value
-from tests.integration.kubelet.boot_session import Booted, booted_cluster
+from tests.integration.kubelet.boot_session import PREFIX, Booted, cli
 from tests.integration.kubelet.conftest import wait_for
-from tests.integration.kubelet.test_boot_cli import OURS_READY, cli, rows
+from tests.integration.kubelet.test_boot_cli import OURS_READY, rows
 
-PREFIX = "k8shkt"
 NODES = {"node1": "10.250.0.11", "node2": "10.250.0.12", "node3": "10.250.0.13"}
 DEPLOYMENTS = ("fiberlb-controller", "netpol-controller", "node-controller", "flashdns-controller",
                "project-controller", "lightningstor-csi-controller")  # fmt: skip
 DAEMONSETS = ("ovs-node", "prismnet-agent", "iam-webhook", "lightningstor-csi-node")
 LEADERS = ("fiberlb-controller", "netpol-controller", "node-controller", "project-controller")
-
-
-@pytest.fixture(scope="module")
-def booted() -> Iterator[Booted]:
-    with booted_cluster(PREFIX) as b:
-        yield b
 
 
 def _store() -> ImageStore:

@@ -1,7 +1,8 @@
 """kubectl logs, exec, attach, port-forward and cp on `boot --nodes 3`, through kubectl itself (and
 the official client's `stream()`): the double's pods/log, pods/exec, pods/attach and
 pods/portforward call the pod's node's kubelet API (the runner's, HTTPS on the node's address,
-port 10250, the API double's client certificate checked). One boot for the module.
+port 10250, the API double's client certificate checked). On the package's shared boot
+(conftest.py), in a namespace of this module's, deleted at its end.
 
 Pods of a namespace of their own: `web` (an init container, a ticking container `app`, an HTTP
 server `srv` on 8080, in the pod network), `crash` (exits 1, restarted after kubelet's back-off:
@@ -13,9 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -25,13 +24,10 @@ from typing import Any
 import pytest
 
 from nodeenv.image.build import image_name
-from tests.conftest import require_ovn
+from tests.integration.kubelet.boot_session import Booted
 from tests.integration.kubelet.conftest import wait_for
 from tests.integration.kubelet.kubelet_api_commands import KUBELET_API_COMMANDS
-from tests.integration.kubelet.test_boot_cli import cli
 
-pytestmark = pytest.mark.timeout(900)  # the module's boot on a loaded machine: 3-6 min
-PREFIX = "k8shkr"
 NS = "reach"
 TICKS = "echo started; i=0; while true; do echo tick $i; i=$((i+1)); sleep 1; done"
 
@@ -79,22 +75,15 @@ PODS = [
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    require_ovn()
-    tmp = Path(tempfile.mkdtemp(prefix="kr-", dir="/tmp"))
-    flags = ("--run-dir", str(tmp / "b"), "--netns-prefix", PREFIX)
+def cluster(booted: Booted) -> Iterator[Cluster]:
+    c = Cluster(booted.run_dir)
+    c.ok("create", "namespace", NS)
     try:
-        proc = cli("boot", *flags, "--nodes", "3", "--api-port", "0", "--timeout", "300", timeout=420)
-        assert proc.returncode == 0, f"boot exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-        c = Cluster(tmp / "b")
-        c.ok("create", "namespace", NS)
         c.ok("apply", "-f", "-", stdin="\n".join(json.dumps(p) for p in PODS))
         wait_for(lambda: _running(c, "web", 2), 120, "pod web Running", lambda: c.ok("-n", NS, "get", "pods"))
         yield c
     finally:
-        down = cli("down", *flags, timeout=300)
-        shutil.rmtree(tmp, ignore_errors=True)
-    assert down.returncode == 0, down.stdout + down.stderr
+        c.ok("delete", "namespace", NS, "--wait=false")
 
 
 def _running(c: Cluster, name: str, n: int) -> bool:
