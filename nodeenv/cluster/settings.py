@@ -32,6 +32,8 @@ class ClusterSettings:
     """Where the run dir's short alias is made (nodeenv/runtime_dir.py)."""
     scrape_interval: str = "15s"
     """The cluster's Prometheus: scrape and rule evaluation interval (nodeenv/cluster/monitoring.py)."""
+    central_db_dir: Path | None = None
+    """Where OVN central's database files live (e.g. a filesystem of their own); None: its run dir."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ClusterSettings:
@@ -46,6 +48,7 @@ class ClusterSettings:
             controller_replicas=int(env.get("K8SHOST_CONTROLLER_REPLICAS", d.controller_replicas)),
             runtime_dir=runtime_dir_from_env(env),
             scrape_interval=env.get("K8SHOST_SCRAPE_INTERVAL", d.scrape_interval),
+            central_db_dir=Path(env["K8SHOST_CENTRAL_DB_DIR"]) if env.get("K8SHOST_CENTRAL_DB_DIR") else None,
         )
 
     def validate(self) -> None:

@@ -26,6 +26,7 @@ from ovnaccess.connection import Ovsdb, connect
 from ovnaccess.metrics import OvsdbClientMetrics
 from ovnaccess.retry import RetryPolicy
 from tests.conftest import require_ovn
+from tests.integration.nodeenv.small_fs import fill, loop_fs
 
 FS_MB = 8
 NB = DATABASES[0]
@@ -33,21 +34,7 @@ NB = DATABASES[0]
 
 @pytest.fixture(scope="module")
 def small_fs(short_tmp: Path) -> Iterator[Path]:
-    """An 8 MB ext4 filesystem on a loop device, mounted; unmounted and detached after."""
-    image, mnt = short_tmp / "dbfs.img", short_tmp / "dbfs"
-    mnt.mkdir()
-    subprocess.run(["truncate", "-s", f"{FS_MB}M", str(image)], check=True)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True)
-    device = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True,
-                            text=True).stdout.strip()  # fmt: skip
-    try:
-        subprocess.run(["mount", device, str(mnt)], check=True)
-        try:
-            yield mnt
-        finally:
-            subprocess.run(["umount", str(mnt)], check=True)
-    finally:
-        subprocess.run(["losetup", "-d", device], check=True)
+    yield from loop_fs(short_tmp, "dbfs", FS_MB)
 
 
 @pytest.fixture(scope="module")
@@ -70,19 +57,6 @@ def eventually(check: Callable[[], object], what: str, timeout: float = 30.0) ->
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def fill(directory: Path) -> Path:
-    """Write zeros into `directory` until the filesystem refuses (ENOSPC); the filler."""
-    filler = directory / "filler"
-    with filler.open("wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
-    return filler
 
 
 def metric(text: str, name: str, **labels: str) -> float | None:
