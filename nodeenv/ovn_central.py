@@ -235,8 +235,10 @@ class OvnCentral:
         out = {}
         for m in (m for db in DATABASES for m in self.member_list(central_dir(node), db)):
             before = m.dbfile.stat().st_size
-            subprocess.run(["ovs-appctl", "-t", str(m.ctl), "ovsdb-server/compact", m.db.name],
-                           capture_output=True, check=True, timeout=60)  # fmt: skip
+            done = subprocess.run(["ovs-appctl", "-t", str(m.ctl), "ovsdb-server/compact", m.db.name],
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            if done.returncode and "duplicate snapshot" not in done.stderr:  # nothing new: kube-ovn #1689
+                raise DaemonError(f"{m.daemon}: compaction failed: {done.stderr.strip()}")
             out[m.dbfile.name] = (before, m.dbfile.stat().st_size)
         return out
 

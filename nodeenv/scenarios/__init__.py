@@ -6,6 +6,7 @@ from nodeenv.scenarios import (
     cni,
     csi,
     dataplane,
+    db_bounds,
     e2e_volume,
     escapes,
     fiberlb,
@@ -42,6 +43,7 @@ SCENARIOS = (
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved
+    db_bounds,  # a cluster only: NB/SB file sizes and free disk exported; a compaction shrinks them
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip
