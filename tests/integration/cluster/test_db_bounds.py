@@ -4,7 +4,9 @@ DELeted through each node's plugin, LoadBalancer Services and NetworkPolicies ma
 bench/soak_cluster.py's ClusterChurn), each ended by a compaction of every member (the
 `ovsdb-server/compact` ovsdb-server runs by itself past 10 MB, which a short run never reaches).
 Every compaction shrinks every file; the compacted size of the last round is within 15 % of the one
-before (the live data does not grow with churn: nothing leaks into the NB or SB); every
+before, and the live data sampled all along (each database compacted offline) has settled: its last
+third within 25 % of its median (the live data does not grow with churn: nothing leaks into the NB
+or SB); every
 ovsdb-server's RSS (memory-trim-on-compaction on) has settled: its last third of samples within
 25 % of their median."""
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.db_bounds import RSS, DbSample, series, table, take
+from bench.db_bounds import LIVE, RSS, DbSample, series, table, take
 from bench.soak_cluster import ClusterChurn
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.settings import ClusterSettings
@@ -71,6 +73,8 @@ def test_compacted_databases_and_ovsdb_memory_stay_flat_under_churn(raft_cluster
         assert all(r[f][1] < r[f][0] for r in compacted), f"{f}: a compaction did not shrink it"
         last, before = compacted[2][f][1], compacted[1][f][1]
         assert abs(last - before) <= 0.15 * before, f"{f}: compacted {before} then {last} bytes"
+    live = [s for s in series(samples) if s.kind == LIVE]
+    assert len(live) == 2 and all(s.settled(0.25) for s in live), [(s.name, s.values[-6:]) for s in live]
     rss = [s for s in series(samples) if s.kind == RSS and "ovsdb-server" in s.name]
     assert len(rss) == 6, [s.name for s in rss]
     unsettled = [s.name for s in rss if not s.settled(0.25)]
