@@ -33,6 +33,11 @@ def raft_cluster(short_tmp: Path) -> Iterator[Cluster]:
     require_ovn()
     settings = ClusterSettings(run_dir=short_tmp / "dbb", nodes=2, prefix="k8stdb", ovn_central="raft",
                                cluster_cidr="10.89.0.0/16", underlay_cidr="10.249.0.0/24")  # fmt: skip
+    yield from private_cluster(settings)
+
+
+def private_cluster(settings: ClusterSettings) -> Iterator[Cluster]:
+    """A cluster of the test's own (its own prefix and addresses), up while the generator runs."""
     c = Cluster(settings)
     c.up()
     try:

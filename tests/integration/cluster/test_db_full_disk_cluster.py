@@ -25,6 +25,7 @@ from nodeenv.metrics_scrape import samples
 from nodeenv.ovn_central import DATABASES, central_dir
 from tests.conftest import require_ovn
 from tests.integration.cluster.kube import Api, endpoint_slice, eventually, ingress, namespace, nbctl, service
+from tests.integration.cluster.test_db_bounds import private_cluster
 from tests.integration.nodeenv.small_fs import fill, loop_fs
 
 NS = "fulldisk"
@@ -42,12 +43,7 @@ def full_cluster(small_fs: Path, short_tmp: Path) -> Iterator[Cluster]:
     settings = ClusterSettings(run_dir=short_tmp / "cfd", nodes=1, prefix="k8stfd", ovn_central="raft",
                                cluster_cidr="10.88.0.0/16", underlay_cidr="10.248.0.0/24",
                                controller_replicas=1, central_db_dir=small_fs)  # fmt: skip
-    c = Cluster(settings)
-    c.up()
-    try:
-        yield c
-    finally:
-        c.down()
+    yield from private_cluster(settings)
 
 
 def txn_errors(cluster: Cluster, key: str) -> float:
