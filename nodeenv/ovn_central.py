@@ -243,12 +243,14 @@ class OvnCentral:
         return out
 
     def restart_failed(self, node: Node) -> list[str]:
-        """Restart every member in RAFT's failure mode (an I/O error, e.g. its disk full) on its file,
-        as the ovn-central pod's liveness probe has kubelet do; the members restarted."""
+        """Restart every member in RAFT's failure mode (an I/O error, e.g. its disk full) or not
+        answering `cluster/status` on its file, as the ovn-central pod's liveness probe has kubelet
+        do; the members restarted."""
         restarted = []
         for m in (m for db in DATABASES for m in self.member_list(central_dir(node), db)):
-            if self.mode == "raft" and cluster_status(m.ctl, m.db.name).get("Status") == "failed":
-                log.warning("%s is in RAFT failure mode (an I/O error); restarting it on its file", m.daemon)
+            status = cluster_status(m.ctl, m.db.name).get("Status", "no answer")
+            if self.mode == "raft" and status in ("failed", "no answer"):
+                log.warning("%s: %s (an I/O error?); restarting it on its file", m.daemon, status)
                 node.daemons.stop(m.daemon)
                 self.restart_member(node, m.db.key, m.index)
                 restarted.append(m.daemon)

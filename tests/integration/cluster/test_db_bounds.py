@@ -80,7 +80,7 @@ def test_compacted_databases_and_ovsdb_memory_stay_flat_under_churn(raft_cluster
         assert abs(last - before) <= 0.15 * before, f"{f}: compacted {before} then {last} bytes"
     live = [s for s in series(samples) if s.kind == LIVE]
     assert len(live) == 2 and all(s.settled(0.25) for s in live), [(s.name, s.values[-6:]) for s in live]
-    rss = [s for s in series(samples) if s.kind == RSS and "ovsdb-server" in s.name]
+    rss = [s for s in series(samples) if s.kind == RSS and s.name.startswith("central/ovsdb-server")]
     assert len(rss) == 6, [s.name for s in rss]
     unsettled = [s.name for s in rss if not s.settled(0.25)]
     assert not unsettled, f"ovsdb-server RSS still moving: {unsettled}"
