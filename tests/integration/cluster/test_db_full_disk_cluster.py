@@ -84,6 +84,11 @@ def test_writers_report_a_full_disk_and_converge_once_space_returns(
         pids = {r.name: r.pid for r in node.node.daemons.load()}
 
         filler = fill(small_fs)
+        big = "external_ids:fill=" + "x" * 65536  # more than the last files' slack: a member must fail
+        nbctl_failing = subprocess.run(["ovn-nbctl", f"--db={cluster.load()['OVN_NB_DB']}", "--timeout=10",
+                                        "ls-add", "fill", "--", "set", "Logical_Switch", "fill", big],
+                                       capture_output=True, text=True)  # fmt: skip
+        assert nbctl_failing.returncode != 0, "a write went through on a full disk"
         api.create(service("web", NS, PORTS))
         api.create(endpoint_slice("web", NS, [first.ip], [{"name": "http", "port": 8080, "protocol": "TCP"}]))
         notes = eventually(lambda: warnings_on(api, "web"), bool, timeout=120, every=1)

@@ -28,13 +28,14 @@ def loop_fs(tmp: Path, name: str, mb: int) -> Iterator[Path]:
 
 
 def fill(directory: Path) -> Path:
-    """Write zeros into `directory` until the filesystem refuses (ENOSPC); the filler file."""
+    """Write zeros into `directory` until the filesystem refuses (ENOSPC), in ever smaller writes
+    down to one byte, so no free block is left; the filler file."""
     filler = directory / "filler"
-    with filler.open("wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
+    with filler.open("wb", buffering=0) as f:
+        for size in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass
     return filler
