@@ -109,7 +109,7 @@ def test_writers_report_a_full_disk_and_converge_once_space_returns(
         print(f"restarted on their files: {restarted}")
         assert restarted
         # fiberlb-controller writes the Service's external IP once its load balancer is in the NB
-        svc = eventually(lambda: api.get("Service", NS, "web"), lambda s: bool(ingress(s)), timeout=120, every=1)
+        svc = eventually(lambda: api.get("Service", NS, "web"), lambda s: bool(ingress(s)), 120, 1)
         assert svc and ingress(svc), svc
         want = f"{ingress(svc)[0]}:80={first.ip}:8080"
         vips = eventually(lambda: nbctl(cluster, "--bare", "--columns=vips", "list", "Load_Balancer"),
