@@ -26,7 +26,7 @@ from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_central import DATABASES, OvnCentral, central_dir, cluster_status
 from ovnaccess.connection import Ovsdb, connect
 from ovnaccess.metrics import OvsdbClientMetrics
-from ovnaccess.retry import RetryPolicy
+from ovnaccess.retry import NotCommitted, RetryPolicy
 from tests.conftest import require_ovn
 from tests.integration.nodeenv.small_fs import fill, loop_fs
 
@@ -83,6 +83,15 @@ def check_cluster(oc: OvnCentral, node: Node) -> None:
             assert subprocess.run(["ovsdb-tool", "db-is-clustered", f]).returncode == 0, f
 
 
+def retried(write: Callable[[], object]) -> bool:
+    """True once `write` commits (NotCommitted: not yet)."""
+    try:
+        write()
+    except NotCommitted:
+        return False
+    return True
+
+
 def member_statuses(oc: OvnCentral, node: Node) -> set[str | None]:
     return {cluster_status(m.ctl, NB.name).get("Status") for m in oc.member_list(central_dir(node), NB)}
 
@@ -128,7 +137,9 @@ def test_a_full_disk_fails_writes_clearly_corrupts_nothing_and_recovers(
         restarted = oc.restart_failed(node)
         print(f"restarted on their files once space returned: {restarted}")
         assert restarted, "no member was in failure mode"
-        db.api.ls_add("full-after", may_exist=True, external_ids=big).execute(check_error=True)
+        # the caller retries, as the controllers' work queues and kubelet do, while a leader is elected
+        eventually(lambda: retried(lambda: db.api.ls_add("full-after", may_exist=True, external_ids=big)
+                                   .execute(check_error=True)), "the write retried to commit", 90)  # fmt: skip
         eventually(lambda: "full-after" in switches(db), "the retried write in the writer's replica")
         assert switches(db) == sorted([*before, "full-after"])  # nothing lost, nothing doubled
         assert exported(node, "ovn_raft_failed") == [0.0, 0.0, 0.0]
