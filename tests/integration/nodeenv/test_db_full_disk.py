@@ -137,9 +137,12 @@ def test_a_full_disk_fails_writes_clearly_corrupts_nothing_and_recovers(
         restarted = oc.restart_failed(node)
         print(f"restarted on their files once space returned: {restarted}")
         assert restarted, "no member was in failure mode"
+
         # the caller retries, as the controllers' work queues and kubelet do, while a leader is elected
-        write = db.api.ls_add("full-after", may_exist=True, external_ids=big)
-        eventually(lambda: retried(lambda: write.execute(check_error=True)), "the write retried to commit", 90)
+        def write() -> object:
+            return db.api.ls_add("full-after", may_exist=True, external_ids=big).execute(check_error=True)
+
+        eventually(lambda: retried(write), "the write, retried, to commit", 90)
         eventually(lambda: "full-after" in switches(db), "the retried write in the writer's replica")
         assert switches(db) == sorted([*before, "full-after"])  # nothing lost, nothing doubled
         assert exported(node, "ovn_raft_failed") == [0.0, 0.0, 0.0]
