@@ -73,6 +73,10 @@ class PortNotReady(TryAgainLater):
     """ovn-controller did not mark the port installed within the timeout."""
 
 
+class OvnDatabaseUnavailable(TryAgainLater):
+    """The OVN database took no write (no leader; its members failed, e.g. their disk full)."""
+
+
 class PluginNotAvailable(CniError):
     code = 50
 

@@ -284,6 +284,21 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Servers in the cluster as this member sees it",
     ),
     _m(
+        "ovn_raft_failed",
+        "gauge",
+        "database",
+        (CENTRAL,),
+        "1 while this member is in RAFT's failure mode after an I/O error (a full disk): restart it",
+    ),
+    _m("ovn_db_file_bytes", "gauge", "database", (CENTRAL,), "Size of this member's database file"),
+    _m(
+        "ovn_db_filesystem_free_bytes",
+        "gauge",
+        "database",
+        (CENTRAL,),
+        "Bytes free on the filesystem of this member's database file",
+    ),
+    _m(
         "ovn_northd_status", "gauge", "state", (CENTRAL,), "1 for this northd's state (active|standby|paused)"
     ),
 )

@@ -25,9 +25,10 @@ class CentralExporters:
         urls = []
         for n, index in enumerate(members):
             port = free_port()
-            ctl = {db.key: str(self.central.member(node, db.key, index).ctl) for db in DATABASES}
+            member = {db.key: self.central.member(node, db.key, index) for db in DATABASES}
             argv = [sys.executable, "-m", "ovnaccess.central_exporter", f"--metrics-address=127.0.0.1:{port}",
-                    "--nb-ctl", ctl["nb"], "--sb-ctl", ctl["sb"],
+                    "--nb-ctl", str(member["nb"].ctl), "--sb-ctl", str(member["sb"].ctl),
+                    "--nb-db", str(member["nb"].dbfile), "--sb-db", str(member["sb"].dbfile),
                     "--northd", str(northds[n]) if n < len(northds) else ""]  # fmt: skip
             label = f"{self.name}{index or ''}"
             _, proc = start_foreground(label, argv, node.path(self.name, f"{label}.log"), node.process_env(),

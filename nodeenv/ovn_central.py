@@ -13,12 +13,22 @@ Off the machine's own namespace (`listen_ip`, a cluster's underlay) the database
 mutual TLS only: every member listens on `pssl:` with its own certificate from the cluster's OVN
 PKI (nodeenv/ovn_pki.py, made here once per cluster), accepts only clients whose certificate that
 CA signed, and talks RAFT to its peers over `ssl:` too. There is no `ptcp:` listener.
+
+Bounded databases (docs/database-bounds.md): ovsdb-server compacts a database file by itself (a
+RAFT member snapshots its log) once it is twice its last compacted size and at least 10 MB, at most
+every 10-20 minutes (and after a day regardless); nothing is set for that. What is set: every
+member returns the heap compaction frees (`ovsdb-server/memory-trim-on-compaction on`, off by
+default in OVS 3.1). The database files may live on a directory of their own (`db_dir`, e.g. a
+filesystem of its own). A member whose disk filled enters RAFT's failure mode ("Status: failed") and
+stays there until restarted; `restart_failed` restarts such members on their files, as the
+ovn-central pod's liveness probe does.
 """
 
 from __future__ import annotations
 
 import logging
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +68,8 @@ class Member:
     """Also listen for clients at this address (a cluster's underlay), port `port`, over TLS."""
     tls: OvnTls | None = None
     """The member's key, certificate and the CA its clients' and peers' certificates must chain to."""
+    db_dir: Path | None = None
+    """Where its database file lives, when not in `dir` (a filesystem of its own)."""
 
     @property
     def label(self) -> str:
@@ -73,7 +85,7 @@ class Member:
 
     @property
     def dbfile(self) -> Path:
-        return self.dir / f"{self.label}.db"
+        return (self.db_dir or self.dir) / f"{self.label}.db"
 
     @property
     def ctl(self) -> Path:
@@ -106,7 +118,7 @@ class OvnCentral:
 
     def __init__(
         self, mode: str = "standalone", members: int = 3, northds: int = 2, listen_ip: str = "",
-        pki: OvnPki | None = None,
+        pki: OvnPki | None = None, db_dir: Path | None = None,
     ) -> None:  # fmt: skip
         if mode not in MODES:
             raise DaemonError(f"OVN central mode {mode!r}: expected one of {', '.join(MODES)}")
@@ -118,6 +130,8 @@ class OvnCentral:
         self.listen_ip = listen_ip
         """Where every member also listens for clients over TLS ("" = unix sockets only)."""
         self.pki = pki
+        self.db_dir = db_dir
+        """Where the database files live ("": beside the sockets and logs, in the run dir)."""
 
     name = "ovn-central"
 
@@ -134,9 +148,8 @@ class OvnCentral:
 
     def _member(self, db: Database, index: int, directory: Path) -> Member:
         pki = self.pki_of(directory)
-        if pki is None:
-            return Member(db, index, directory, self.listen_ip)
-        return Member(db, index, directory, self.listen_ip, pki.files(f"ovsdb-server-{db.key}{index or ''}"))
+        tls = pki.files(f"ovsdb-server-{db.key}{index or ''}") if pki else None
+        return Member(db, index, directory, self.listen_ip, tls, self.db_dir)
 
     def _issue(self, directory: Path) -> None:
         """Every member's key and certificate, made if absent (the CA first)."""
@@ -197,6 +210,7 @@ class OvnCentral:
             run_checked(
                 ["ovsdb-client", "--timeout=20", "wait", f"unix:{m.socket}", m.db.name, "connected"], env
             )
+            trim_on_compaction(m)
 
     def cleanup(self, node: Node) -> None:
         """Nothing outside the run dir: the RAFT ports close with their daemons."""
@@ -209,9 +223,38 @@ class OvnCentral:
         """Start a stopped member again on its database file (it rejoins its cluster)."""
         m = self.member(node, key, index)
         env = {**node.process_env(), **rundirs(m.dir)}
-        return start_detaching(
+        rec = start_detaching(
             m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons, node.settings.netns
         )
+        trim_on_compaction(m)
+        return rec
+
+    def compact(self, node: Node) -> dict[str, tuple[int, int]]:
+        """`ovsdb-server/compact` on every member (what it does by itself past its thresholds); each
+        file's size before and after, by file name."""
+        out = {}
+        for m in (m for db in DATABASES for m in self.member_list(central_dir(node), db)):
+            before = m.dbfile.stat().st_size
+            done = subprocess.run(["ovs-appctl", "-t", str(m.ctl), "ovsdb-server/compact", m.db.name],
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            if done.returncode and "duplicate snapshot" not in done.stderr:  # nothing new: kube-ovn #1689
+                raise DaemonError(f"{m.daemon}: compaction failed: {done.stderr.strip()}")
+            out[m.dbfile.name] = (before, m.dbfile.stat().st_size)
+        return out
+
+    def restart_failed(self, node: Node) -> list[str]:
+        """Restart every member in RAFT's failure mode (an I/O error, e.g. its disk full) or not
+        answering `cluster/status` on its file, as the ovn-central pod's liveness probe has kubelet
+        do; the members restarted."""
+        restarted = []
+        for m in (m for db in DATABASES for m in self.member_list(central_dir(node), db)):
+            status = cluster_status(m.ctl, m.db.name).get("Status", "no answer")
+            if self.mode == "raft" and status in ("failed", "no answer"):
+                log.warning("%s: %s (an I/O error?); restarting it on its file", m.daemon, status)
+                node.daemons.stop(m.daemon)
+                self.restart_member(node, m.db.key, m.index)
+                restarted.append(m.daemon)
+        return restarted
 
     def leader(self, node: Node, key: str) -> Member | None:
         """The member that says it leads its cluster (None during an election)."""
@@ -236,7 +279,22 @@ def start_standalone(node: Node, m: Member, env: dict[str, str]) -> str:
     start_detaching(
         m.daemon, m.argv(), m.dir / f"ovsdb-{m.label}.pid", env, node.daemons, node.settings.netns
     )
+    run_checked(["ovsdb-client", "--timeout=20", "wait", f"unix:{m.socket}", m.db.name, "connected"], env)
+    trim_on_compaction(m)
     return f"unix:{m.socket}"
+
+
+def trim_on_compaction(m: Member, timeout: float = 10.0) -> None:
+    """Have the member return to the system the heap a compaction frees (off by default in 3.1);
+    waits up to `timeout` for its control socket (a member just started)."""
+    argv = ["ovs-appctl", "-t", str(m.ctl), "ovsdb-server/memory-trim-on-compaction", "on"]
+    deadline, out = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if out.returncode == 0:
+            return
+        time.sleep(0.1)
+    raise DaemonError(f"{m.daemon}: memory-trim-on-compaction not set: {out.stderr.strip() if out else ''}")
 
 
 def central_dir(node: Node) -> Path:

@@ -2,7 +2,9 @@
 
 It runs beside a member (a container of the ovn-central pod, sharing its run directory) and asks
 the member's daemons over their control sockets at each scrape: the NB and SB ovsdb-servers their
-RAFT role, term, commit index and cluster size, ovn-northd whether it is active. `/metrics`,
+RAFT role, term, commit index and cluster size and whether it is in RAFT's failure mode (an I/O
+error such as a full disk), ovn-northd whether it is active; and the size of each database file and
+the space left on its filesystem (docs/database-bounds.md). `/metrics`,
 `/healthz` on `--metrics-address`. Flags: `ovn-central-exporter --help` (env fallbacks shown).
 """
 
@@ -15,7 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
@@ -45,6 +47,8 @@ class ExporterSettings:
     nb_ctl: Path | None
     sb_ctl: Path | None
     northd: Path | None
+    db_files: dict[str, Path]
+    """nb, sb -> the member's database file (its size and its filesystem's free space exported)."""
     metrics_address: str
     timeout: float
 
@@ -59,6 +63,11 @@ class ExporterSettings:
             var = PREFIX + flag.upper().replace("-", "_")
             p.add_argument(f"--{flag}", default=env.get(var, default),
                            help=f"{what}; '' to leave it out (env {var}; default {default})")  # fmt: skip
+        for key in DATABASES:
+            var, default = PREFIX + f"{key.upper()}_DB", f"/var/lib/ovn/ovn{key}_db.db"
+            p.add_argument(f"--{key}-db", default=env.get(var, default),
+                           help=f"the {key.upper()} database file; '' to leave it out (env {var}; "
+                                f"default {default})")  # fmt: skip
         var = PREFIX + "METRICS_ADDRESS"
         p.add_argument("--metrics-address", default=env.get(var, "127.0.0.1:9476"),
                        help=f"host:port of /metrics (env {var}; default 127.0.0.1:9476)")  # fmt: skip
@@ -70,6 +79,7 @@ class ExporterSettings:
             nb_ctl=Path(a.nb_ctl) if a.nb_ctl else None,
             sb_ctl=Path(a.sb_ctl) if a.sb_ctl else None,
             northd=Path(a.northd) if a.northd else None,
+            db_files={k: Path(f) for k in DATABASES if (f := getattr(a, f"{k}_db"))},
             metrics_address=a.metrics_address,
             timeout=a.timeout,
         )
@@ -84,6 +94,8 @@ class Snapshot:
     raft: dict[str, RaftStatus]
     """nb, sb -> its RAFT state (absent: no answer, or a standalone database)."""
     northd: str | None
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """nb, sb -> (its database file's bytes, bytes free on its filesystem), for those readable."""
 
 
 class CentralCollector(Collector):
@@ -103,6 +115,22 @@ class CentralCollector(Collector):
         term = GaugeMetricFamily("ovn_raft_term", "This member's RAFT term", labels=["database"])
         commit = GaugeMetricFamily("ovn_raft_commit_index", "This member's commit index", labels=["database"])
         servers = GaugeMetricFamily("ovn_raft_cluster_servers", "Servers in the cluster", labels=["database"])
+        failed = GaugeMetricFamily(
+            "ovn_raft_failed",
+            "1 while this member is in RAFT's failure mode (an I/O error: restart it)",
+            labels=["database"],
+        )
+        size = GaugeMetricFamily(
+            "ovn_db_file_bytes", "Size of this member's database file", labels=["database"]
+        )
+        free = GaugeMetricFamily(
+            "ovn_db_filesystem_free_bytes",
+            "Bytes free (to root) on the database file's filesystem",
+            labels=["database"],
+        )
+        for key, (file_bytes, free_bytes) in s.files.items():
+            size.add_metric([DATABASES[key]], file_bytes)
+            free.add_metric([DATABASES[key]], free_bytes)
         for target, answered in s.up.items():
             up.add_metric([target], 1.0 if answered else 0.0)
         for key, status in s.raft.items():
@@ -112,11 +140,12 @@ class CentralCollector(Collector):
             term.add_metric([db], status.term)
             commit.add_metric([db], status.commit_index)
             servers.add_metric([db], status.servers)
+            failed.add_metric([db], 1.0 if status.failed else 0.0)
         northd = GaugeMetricFamily("ovn_northd_status", "1 for this northd's state", labels=["state"])
         if s.northd is not None:
             for state in NORTHD_STATES:
                 northd.add_metric([state], 1.0 if s.northd == state else 0.0)
-        yield from (up, role, term, commit, servers, northd)
+        yield from (up, role, term, commit, servers, failed, size, free, northd)
 
 
 async def ask(settings: ExporterSettings) -> Snapshot:
@@ -151,7 +180,19 @@ async def ask(settings: ExporterSettings) -> Snapshot:
             northd = parse_northd_status(text) if text else None
         except UnixctlError as e:
             log.warning("%s", e)
-    return Snapshot(up, raft, northd)
+    return Snapshot(up, raft, northd, file_sizes(settings.db_files))
+
+
+def file_sizes(files: Mapping[str, Path]) -> dict[str, tuple[int, int]]:
+    """key -> (the file's bytes, bytes free on its filesystem) for each file that can be read."""
+    out = {}
+    for key, path in files.items():
+        try:
+            st = os.statvfs(path)
+            out[key] = (path.stat().st_size, st.f_bfree * st.f_frsize)
+        except OSError as e:
+            log.warning("cannot stat database file %s: %s", path, e)
+    return out
 
 
 def render(snapshot: Snapshot) -> bytes:

@@ -34,6 +34,9 @@ class RaftStatus:
     servers: int
     member: bool
     """Status: cluster member (not joining, not left)."""
+    failed: bool = False
+    """Status: failed -- RAFT's failure mode after an I/O error (e.g. its disk full): the member
+    serves nothing until it is restarted."""
 
 
 def parse_cluster_status(text: str) -> RaftStatus:
@@ -59,6 +62,7 @@ def parse_cluster_status(text: str) -> RaftStatus:
         commit_index=log_end - 1 - not_committed,
         servers=servers,
         member=fields.get("Status") == "cluster member",
+        failed=fields.get("Status") == "failed",
     )
 
 

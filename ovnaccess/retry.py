@@ -127,7 +127,8 @@ class RetryingCommit:
                 waited = time.monotonic() - started
                 gave_up = NotCommitted(
                     f"OVSDB transaction {self._label} not committed after {attempt} attempt(s) "
-                    f"in {waited:.1f}s: {error}"
+                    f"in {waited:.1f}s: {error} (no leader took it: its members down, electing, or failed "
+                    "writing their files -- a full disk shows as ovn_raft_failed=1 on their exporters)"
                 )
                 gave_up.__cause__ = result.ex
                 return self._failed(result, gave_up, attempt)

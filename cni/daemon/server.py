@@ -20,8 +20,16 @@ from aiohttp.typedefs import Handler
 
 from cni.daemon.metrics import Metrics
 from cni.daemon.service import PodNetworkService
-from cni.errors import LATEST_VERSION, CniError, DecodeFailure, InternalError, InvalidNetworkConfig
+from cni.errors import (
+    LATEST_VERSION,
+    CniError,
+    DecodeFailure,
+    InternalError,
+    InvalidNetworkConfig,
+    OvnDatabaseUnavailable,
+)
 from cni.wire import CniRequest
+from ovnaccess.retry import NoAnswer, NotCommitted
 
 log = logging.getLogger(__name__)
 MAX_REQUEST = 4 * 1024 * 1024
@@ -128,8 +136,11 @@ class CniServer:
 
     async def _dispatch(self, env: dict[str, str], stdin: bytes, version: str) -> tuple[int, str]:
         try:
-            req = CniRequest.from_env(env, stdin)
-            return 200, await self._run(req)
+            try:
+                req = CniRequest.from_env(env, stdin)
+                return 200, await self._run(req)
+            except (NotCommitted, NoAnswer) as e:  # kubelet retries a code-11 ADD with a new sandbox
+                raise OvnDatabaseUnavailable("the OVN database took no write; try again later", str(e)) from e
         except CniError as e:
             log.warning(
                 "%s failed: %s",

@@ -81,7 +81,8 @@ class Cluster:
                             [*control_components(self.underlay.netns, s.central_address, s.api_data),
                              ClusterPrometheus(s.scrape_interval)])  # fmt: skip
         pki = OvnPki(s.run_dir / "pki" / "ovn")  # the cluster's, made once (as kubeadm's)
-        self.central_component = OvnCentral(s.ovn_central, listen_ip=s.central_address, pki=pki)
+        self.central_component = OvnCentral(s.ovn_central, listen_ip=s.central_address, pki=pki,
+                                            db_dir=s.central_db_dir)  # fmt: skip
         central = NodeSettings(
             run_dir=self.run_dir / "central",
             netns=self.underlay.netns,

@@ -36,6 +36,8 @@ class ClusterSettings:
     """The API double keeps its objects on disk (--data-dir, as k3s's datastore) and listens on a
     fixed port, so it may be restarted with the rest (nodeenv/cluster/coldrestart.py); off: in memory,
     no fsync per write."""
+    central_db_dir: Path | None = None
+    """Where OVN central's database files live (e.g. a filesystem of their own); None: its run dir."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ClusterSettings:
@@ -51,6 +53,7 @@ class ClusterSettings:
             runtime_dir=runtime_dir_from_env(env),
             scrape_interval=env.get("K8SHOST_SCRAPE_INTERVAL", d.scrape_interval),
             api_data=env.get("K8SHOST_API_DATA", "").lower() in ("1", "true", "yes"),
+            central_db_dir=Path(env["K8SHOST_CENTRAL_DB_DIR"]) if env.get("K8SHOST_CENTRAL_DB_DIR") else None,
         )
 
     def validate(self) -> None:

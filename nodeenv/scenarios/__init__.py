@@ -7,6 +7,7 @@ from nodeenv.scenarios import (
     cold_restart,
     csi,
     dataplane,
+    db_bounds,
     e2e_volume,
     escapes,
     fiberlb,
@@ -44,6 +45,7 @@ SCENARIOS = (
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved
     cold_restart,  # a cluster only: every daemon killed at once and started again, pods kept
+    db_bounds,  # a cluster only: NB/SB file sizes and free disk exported; a compaction shrinks them
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip

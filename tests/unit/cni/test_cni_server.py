@@ -17,6 +17,7 @@ from cni.daemon.server import CniServer, KeyedLocks
 from cni.errors import InvalidNetworkConfig
 from cni.ipam_usage import SubnetUsage
 from cni.wire import CniRequest, CniResult, IpConfig
+from ovnaccess.retry import NotCommitted
 
 CONF = json.dumps({"cniVersion": "1.0.0", "name": "prismnet", "type": "prismnet"}).encode()
 
@@ -123,6 +124,25 @@ async def test_crash_is_999_without_details(client) -> None:
     resp = await cl.post("/cni", data=frame(env("CHECK")))
     body = await resp.json()
     assert resp.status == 500 and body["code"] == 999 and "secret" not in json.dumps(body)
+
+
+async def test_an_nb_write_not_committed_is_11_try_again_later(client) -> None:
+    """The OVN database took no write (no leader; a full disk: docs/database-bounds.md): kubelet is
+    told to try again, with what the transaction said, and the request counts as code 11."""
+    cl, svc, metrics = client
+
+    def add(req: CniRequest) -> CniResult:
+        raise NotCommitted("OVSDB transaction _Apply not committed")
+
+    svc.add = add
+    resp = await cl.post("/cni", data=frame(env("ADD")))
+    body = await resp.json()
+    assert resp.status == 400 and body["code"] == 11, body
+    assert "took no write" in body["msg"] and "_Apply not committed" in body["details"]
+    assert (
+        metrics.registry.get_sample_value("prismnet_cni_requests_total", {"command": "ADD", "code": "11"})
+        == 1
+    )
 
 
 async def test_bad_env_is_4(client) -> None:

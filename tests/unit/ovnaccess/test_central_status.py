@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nodeenv.metrics_scrape import promtool_problems, samples
-from ovnaccess.central_exporter import ExporterSettings, Snapshot, render
+from ovnaccess.central_exporter import ExporterSettings, Snapshot, file_sizes, render
 from ovnaccess.central_status import (
     RaftStatus,
     UnixctlError,
@@ -82,3 +82,24 @@ def test_flags_fall_back_to_the_environment() -> None:
     s = ExporterSettings.parse(["--northd", ""], {"OVN_CENTRAL_EXPORTER_METRICS_ADDRESS": "10.0.0.11:9476"})
     assert s.metrics_address == "10.0.0.11:9476" and s.northd is None
     assert s.nb_ctl == Path("/var/run/ovn/ovnnb_db.ctl")
+
+
+def test_a_member_in_raft_failure_mode_is_exported_as_failed(tmp_path: Path) -> None:
+    """After an I/O error (a full disk) cluster/status says `Status: failed` (seen with OVS 3.1 on
+    a filled loop filesystem: tests/integration/nodeenv/test_db_full_disk.py)."""
+    failed = parse_cluster_status(FOLLOWER.replace("Status: cluster member", "Status: failed"))
+    assert failed.failed and not failed.member
+    assert not parse_cluster_status(FOLLOWER).failed
+    db = tmp_path / "nb1.db"
+    db.write_bytes(b"x" * 1234)
+    files = file_sizes({"nb": db, "sb": tmp_path / "absent.db"})
+    assert list(files) == ["nb"] and files["nb"][0] == 1234 and files["nb"][1] > 0
+    got = samples(render(Snapshot({"nb": True}, {"nb": failed}, None, files)).decode())
+    assert got["ovn_raft_failed"] == [({"database": "OVN_Northbound"}, 1.0)]
+    assert got["ovn_db_file_bytes"] == [({"database": "OVN_Northbound"}, 1234.0)]
+    assert got["ovn_db_filesystem_free_bytes"][0][1] == float(files["nb"][1])
+
+
+def test_database_files_default_to_the_statefulsets_paths() -> None:
+    s = ExporterSettings.parse([], {"OVN_CENTRAL_EXPORTER_SB_DB": ""})
+    assert s.db_files == {"nb": Path("/var/lib/ovn/ovnnb_db.db")}
