@@ -268,6 +268,15 @@ class _DeletePort(Command):  # type: ignore[misc]
             ls.delvalue("ports", row)
 
 
+class _VerifyRoutes(Command):  # type: ignore[misc]
+    """The cluster router's `static_routes` verified: a concurrent change makes the commit retry."""
+
+    def run_idl(self, txn: Any) -> None:
+        for router in table_rows(self.api, "Logical_Router"):
+            if router.name == ROUTER:
+                router.verify("static_routes")
+
+
 def _lsp(row: Any, switch: str = "") -> Lsp:
     return Lsp(
         name=row.name,
@@ -401,8 +410,12 @@ class Northbound:
         return read(self._api, lambda api: subnet_usage(api, self._held.of))  # type: ignore[no-any-return]
 
     def ensure_default_route(self, nexthop: str) -> None:
-        """Egress: the cluster router sends what it has no route for to a node (masqueraded there)."""
-        self._api.lr_route_add(ROUTER, "0.0.0.0/0", nexthop, may_exist=True).execute(check_error=True)
+        """Egress: the cluster router sends what it has no route for to a node (masqueraded there).
+        One route, whichever node set it last: the router's routes verified, so two agents setting it
+        at once (all of them after the NB was rebuilt) do not both insert one."""
+        with self._api.transaction(check_error=True) as txn:
+            txn.add(_VerifyRoutes(self._api))
+            txn.add(self._api.lr_route_add(ROUTER, "0.0.0.0/0", nexthop, may_exist=True))
 
     def delete_default_route(self, nexthop: str) -> None:
         def fn(api: Any) -> bool:
