@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from nodeenv.cluster import db_wipe, faults
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.daemons import run_checked
+from nodeenv.node import read_env_file
 from tests.conftest import require_ovn
 from tests.integration.cluster.conftest import Pod, Pods
 from tests.integration.cluster.kube import (
@@ -182,7 +184,7 @@ def test_nb_wiped_is_rebuilt_with_no_isolation_gap(world: World) -> None:
         assert nb_cid(c) != cid, "the NB is the same cluster as before the wipe"
         after = eventually(lambda: nb_state(c), lambda s: s == before, timeout=90, every=0.1)
         in_nb = time.monotonic() - wiped_at
-        nbctl(c, "--wait=hv", "sync")  # northd and every chassis have put the rebuilt NB in effect
+        in_effect_everywhere(c)
         in_effect = time.monotonic() - wiped_at
         back = eventually(world.allowed, lambda r: all(r.values()), timeout=60, every=0.05)
         reachable = time.monotonic() - wiped_at
@@ -223,7 +225,7 @@ def test_ports_stay_held_until_their_policies_are_in(world: World) -> None:
         db_wipe.wipe(c, "nb")
         back = eventually(lambda: held_ports(c), lambda h: pods <= set(h), timeout=30, every=0.1)
         assert pods <= set(back), f"the agents did not write every pod port back: {back}"
-        nbctl(c, "--wait=hv", "sync")  # northd and every chassis have the held ports in effect
+        in_effect_everywhere(c)  # the held ports too
         time.sleep(0.5)
         assert not reaches(world.pods["b2"].netns, world.pods["b1"].ip, "tcp", PORT)
         assert pods <= set(held_ports(c)), "a held port was enabled with netpol-controller stopped"
@@ -243,6 +245,16 @@ def test_ports_stay_held_until_their_policies_are_in(world: World) -> None:
     assert prober.tries > 50 and prober.through == 0, (prober.through, prober.tries)
     after = eventually(lambda: nb_state(c), lambda s: s == before, timeout=30)
     assert after == before, {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+
+
+def in_effect_everywhere(c: Cluster) -> None:
+    """`ovn-nbctl --wait=hv sync`: northd (after its reconnect backoff) and every chassis have put
+    the NB as it is now into effect."""
+    db = read_env_file(c.env_file)["OVN_NB_DB"]
+    out = subprocess.run(
+        ["ovn-nbctl", f"--db={db}", "--timeout=90", "--wait=hv", "sync"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
 
 
 def held_ports(c: Cluster) -> list[str]:
@@ -284,10 +296,6 @@ def nb_cid(c: Cluster) -> str:
 
 
 def nbctl_sb(c: Cluster, *args: str) -> str:
-    import subprocess
-
-    from nodeenv.node import read_env_file
-
     db = read_env_file(c.env_file)["OVN_SB_DB"]
     out = subprocess.run(["ovn-sbctl", f"--db={db}", "--timeout=20", *args], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
