@@ -223,11 +223,13 @@ def test_ports_stay_held_until_their_policies_are_in(world: World) -> None:
     try:
         prober.start()
         db_wipe.wipe(c, "nb")
-        back = eventually(lambda: held_ports(c), lambda h: pods <= set(h), timeout=30, every=0.1)
+        back = eventually(lambda: all_ports(c), lambda h: pods <= set(h), timeout=30, every=0.1)
         assert pods <= set(back), f"the agents did not write every pod port back: {back}"
-        in_effect_everywhere(c)  # the held ports too
+        in_effect_everywhere(c)  # the written-back ports too
         time.sleep(0.5)
-        assert not reaches(world.pods["b2"].netns, world.pods["b1"].ip, "tcp", PORT)
+        assert not reaches(world.pods["b2"].netns, world.pods["b1"].ip, "tcp", PORT), (
+            "reachable, no policy in"
+        )
         assert pods <= set(held_ports(c)), "a held port was enabled with netpol-controller stopped"
     finally:
         for r in netpol:
@@ -255,6 +257,10 @@ def in_effect_everywhere(c: Cluster) -> None:
         ["ovn-nbctl", f"--db={db}", "--timeout=90", "--wait=hv", "sync"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
+
+
+def all_ports(c: Cluster) -> list[str]:
+    return nbctl(c, "--bare", "--columns=name", "list", "Logical_Switch_Port").split()
 
 
 def held_ports(c: Cluster) -> list[str]:
