@@ -42,14 +42,23 @@ def ensure_management_port(
     s: AgentSettings, nb: Northbound, ovs: OvsPorts, links: Links, node: str
 ) -> ManagementPort:
     switch, lsp = management_names(node)
-    info = nb.ensure_switch(switch, s.cluster_network, s.subnet_prefix)
     existing = nb.port(lsp)
+    kept = None if existing and existing.addresses else _kept_address(links, s.management_if)
+    # MAC-only port security: the node forwards (DNAT, masquerade) traffic of other sources.
+    ids = {"prismnet.node": node, "prismnet.role": "management"}
+    if kept is not None:  # the NB was lost, the device kept its address: written back as it was
+        mac, address, gateway = kept
+        ip, plen = str(address.ip), address.network.prefixlen
+        info = nb.ensure_switch(switch, s.cluster_network, s.subnet_prefix, address.network, gateway,
+                                as_carved=True)  # fmt: skip
+        nb.add_port(switch, lsp, [f"{mac} {ip}"], [mac], ids)
+        log.warning("management port %s written again to a new NB with its address %s", lsp, address)
+    else:
+        info = nb.ensure_switch(switch, s.cluster_network, s.subnet_prefix)
     if existing and existing.addresses:
         mac, ip = existing.addresses[0].split()[:2]
         plen = ipaddress.ip_network(info.subnet).prefixlen
-    else:
-        # MAC-only port security: the node forwards (DNAT, masquerade) traffic of other sources.
-        ids = {"prismnet.node": node, "prismnet.role": "management"}
+    elif kept is None:
         mac, ip, plen, _ = nb.allocate_port(switch, lsp, ids, mac_only_security=True)
     if ovs.port(s.management_if) is not None and not links.exists(s.management_if):
         # the device was deleted (node-down, by hand) but the OVS port stayed: ovs-vswitchd
@@ -74,6 +83,18 @@ def ensure_management_port(
         _ensure_masquerade(s)
     log.info("management port %s is %s on %s", s.management_if, port.address, switch)
     return port
+
+
+def _kept_address(links: Links, ifname: str) -> tuple[str, ipaddress.IPv4Interface, str] | None:
+    """(MAC, address, gateway) the management device still has while its NB port is gone (the NB
+    lost and created again); None for a device without an address (a new node)."""
+    state = links.host_link(ifname)
+    found = [i for i in map(ipaddress.ip_interface, state.addresses if state else ()) if i.version == 4]
+    if state is None or not found:
+        return None
+    address = ipaddress.IPv4Interface(found[0])
+    gateway = next((gw for _dst, gw in state.routes if gw), str(next(address.network.hosts())))
+    return state.mac, address, gateway
 
 
 def _wait_device(links: Links, ifname: str, timeout: float = 5.0) -> None:

@@ -39,6 +39,9 @@ K_CID, K_IFNAME, K_NS, K_POD, K_NODE, K_NET, K_NETNS, K_LSP = (
     "prismnet.lsp",
 )
 K_SUBNET, K_GEN, K_IPAM = "prismnet.subnet", "prismnet.subnet-generation", "prismnet.ipam"
+K_HELD = "k8shost.nb-rebuild.held"
+"""On a pod's port written again after the NB was replaced: created disabled (`enabled=false`, all its
+traffic dropped) and released by netpol-controller in the transaction that puts it in its policies."""
 OVS_COLUMNS: Tables = {
     "Open_vSwitch": ["external_ids", "bridges"],
     "Bridge": ["name", "ports", "datapath_type"],

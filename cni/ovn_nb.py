@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from cni.ipam_usage import SubnetUsage, reserved_addresses, subnet_usage
 from cni.ovn import (
     K_GEN,
+    K_HELD,
     K_NODE,
     K_NS,
     K_SUBNET,
@@ -90,11 +91,12 @@ class _EnsureSwitch(Command):  # type: ignore[misc]
         gateway: str,
         owner: str,
         before_commit: BeforeCommit = _no_hook,
+        as_carved: bool = False,
     ) -> None:
         super().__init__(api)
         self.switch, self.cluster, self.prefix = switch, cluster, prefix
         self.subnet, self.gateway, self.owner = subnet, gateway, owner
-        self.before_commit = before_commit
+        self.before_commit, self.as_carved = before_commit, as_carved
 
     def run_idl(self, txn: Any) -> None:
         switches = table_rows(self.api, "Logical_Switch")
@@ -112,7 +114,7 @@ class _EnsureSwitch(Command):  # type: ignore[misc]
         ls = txn.insert(self.api.tables["Logical_Switch"])
         ls.name = self.switch
         ls.external_ids = {OWNER: self.owner, K_SUBNET: str(subnet), "prismnet.gateway": gateway}
-        if carve:
+        if carve or self.as_carved:
             ls.other_config = {"subnet": str(subnet), "exclude_ips": gateway}
         if gateway:
             self._router_port(txn, ls, f"{gateway}/{subnet.prefixlen}", gateway)
@@ -266,6 +268,15 @@ class _DeletePort(Command):  # type: ignore[misc]
             ls.delvalue("ports", row)
 
 
+class _VerifyRoutes(Command):  # type: ignore[misc]
+    """The cluster router's `static_routes` verified: a concurrent change makes the commit retry."""
+
+    def run_idl(self, txn: Any) -> None:
+        for router in table_rows(self.api, "Logical_Router"):
+            if router.name == ROUTER:
+                router.verify("static_routes")
+
+
 def _lsp(row: Any, switch: str = "") -> Lsp:
     return Lsp(
         name=row.name,
@@ -301,9 +312,13 @@ class Northbound:
         prefix: int,
         subnet: ipaddress.IPv4Network | None = None,
         gateway: str = "",
+        *,
+        as_carved: bool = False,
     ) -> SwitchInfo:
+        """The switch (created with `subnet` and `gateway`, or a subnet carved when None; `as_carved`:
+        a given subnet recorded as a carved one is, for a switch written again after the NB was lost)."""
         cmd = _EnsureSwitch(
-            self._api, switch, cluster, prefix, subnet, gateway, self._owner, self._before_commit
+            self._api, switch, cluster, prefix, subnet, gateway, self._owner, self._before_commit, as_carved
         )
         # our exceptions are answers (no subnet left), raised to the caller: not ovsdbapp's to log
         return cmd.execute(check_error=True, log_errors=False)  # type: ignore[no-any-return]
@@ -336,9 +351,12 @@ class Northbound:
         external_ids: Mapping[str, str],
         *,
         address_set: str = "",
+        held: bool = False,
     ) -> None:
-        """Create (or overwrite) a pod's port on `switch` (its IPv4 addresses into `address_set`)."""
-        ids = {OWNER: self._owner, **external_ids}
+        """Create (or overwrite) a pod's port on `switch` (its IPv4 addresses into `address_set`);
+        `held`: disabled until netpol-controller releases it (K_HELD)."""
+        ids = {OWNER: self._owner, **external_ids, **({K_HELD: "true"} if held else {})}
+        hold = [("enabled", [False])] if held else []
         with self._api.transaction(check_error=True) as txn:
             txn.add(TrackPort(self._api, address_set, lsp, add=False))  # an overwritten port's old ones
             txn.add(self._api.lsp_add(switch, lsp, may_exist=True))
@@ -349,6 +367,7 @@ class Northbound:
                     ("addresses", addresses),
                     ("port_security", port_security),
                     ("external_ids", ids),
+                    *hold,
                 )
             )
             txn.add(TrackPort(self._api, address_set, lsp, add=True, ips=ipv4_of(addresses)))
@@ -391,8 +410,12 @@ class Northbound:
         return read(self._api, lambda api: subnet_usage(api, self._held.of))  # type: ignore[no-any-return]
 
     def ensure_default_route(self, nexthop: str) -> None:
-        """Egress: the cluster router sends what it has no route for to a node (masqueraded there)."""
-        self._api.lr_route_add(ROUTER, "0.0.0.0/0", nexthop, may_exist=True).execute(check_error=True)
+        """Egress: the cluster router sends what it has no route for to a node (masqueraded there).
+        One route, whichever node set it last: the router's routes verified, so two agents setting it
+        at once (all of them after the NB was rebuilt) do not both insert one."""
+        with self._api.transaction(check_error=True) as txn:
+            txn.add(_VerifyRoutes(self._api))
+            txn.add(self._api.lr_route_add(ROUTER, "0.0.0.0/0", nexthop, may_exist=True))
 
     def delete_default_route(self, nexthop: str) -> None:
         def fn(api: Any) -> bool:

@@ -196,8 +196,12 @@ class OvnCentral:
     def _start_standalone(self, node: Node, m: Member, env: dict[str, str]) -> None:
         start_standalone(node, m, env)
 
-    def _start_cluster(self, node: Node, members: list[Member], env: dict[str, str]) -> None:
-        raft = {m.index: f"ssl:127.0.0.1:{free_port()}" for m in members}
+    def _start_cluster(
+        self, node: Node, members: list[Member], env: dict[str, str], raft: dict[int, str] | None = None
+    ) -> None:
+        """A new cluster of `members` (their files made: none may exist) on the RAFT addresses
+        `raft` (member index -> ssl:host:port; free ports when None), started and connected."""
+        raft = raft or {m.index: f"ssl:127.0.0.1:{free_port()}" for m in members}
         first = members[0]
         run_checked(["ovsdb-tool", "create-cluster", str(first.dbfile), str(first.db.schema), raft[1]], env)
         for m in members[1:]:
@@ -255,6 +259,15 @@ class OvnCentral:
                 self.restart_member(node, m.db.key, m.index)
                 restarted.append(m.daemon)
         return restarted
+
+    def recreate_cluster(self, node: Node, key: str, raft: dict[int, str]) -> None:
+        """A new, empty cluster for database `key` on the given RAFT addresses (the members stopped
+        and their files removed first: nodeenv/cluster/db_wipe.py)."""
+        db = next(db for db in DATABASES if db.key == key)
+        directory = central_dir(node)
+        self._start_cluster(
+            node, self.member_list(directory, db), {**node.process_env(), **rundirs(directory)}, raft
+        )
 
     def leader(self, node: Node, key: str) -> Member | None:
         """The member that says it leads its cluster (None during an election)."""

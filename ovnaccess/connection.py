@@ -11,7 +11,7 @@ we cap at `RECONNECT_MAX_BACKOFF_MS`, its minimum (python-ovs's default grows to
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,14 +39,45 @@ class OvsdbUnavailable(RuntimeError):
 class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
     """ovsdbapp's IDL without its eventlet yield: ovsdbapp sleeps (time.sleep(0)) after every row
     of an update; with other threads busy each sleep can cost a GIL switch interval (5 ms)
-    before the IDL thread runs again, delaying commits and notifications."""
+    before the IDL thread runs again, delaying commits and notifications.
+
+    Also: a clustered database *replaced* (wiped and created again: a new cluster id) is followed,
+    not refused. python-ovs remembers the highest RAFT index it has seen and calls any server below
+    it "stale" forever (as ovn-northd does until `nb-cluster-state-reset`); a new cluster id resets
+    that, and once monitoring the new database, `replaced_hooks` run (on the IDL thread) so the
+    component resynchronises what it wrote."""
 
     _synced_session = -1
     reconnects = 0
     """Times monitoring started again after a reconnection (ovsdb_client_reconnects_total)."""
+    cluster_ids: tuple[str | None, bool] = (None, False)
+    """(the cluster id monitored last, whether a new one is waiting for its first monitor reply)"""
+    replaced = 0
+    """Times the database was found replaced (a new cluster id)."""
 
     def cooperative_yield(self) -> None:
         pass
+
+    @property
+    def replaced_hooks(self) -> list[Callable[[], object]]:
+        hooks: list[Callable[[], object]] = self.__dict__.setdefault("_replaced_hooks", [])
+        return hooks
+
+    def _Idl__check_server_db(self) -> bool:  # python-ovs's private check, which this wraps
+        rows = (self.server_tables or {}).get("Database")
+        row = next((r for r in rows.rows.values() if r.name == self._db.name), None) if rows else None
+        cid = str(row.cid[0]) if row is not None and row.cid else None
+        known, pending = self.cluster_ids
+        if cid is not None and known is not None and cid != known:
+            log.warning(
+                "%s: %s was replaced (cluster id %s, was %s): following the new database and resyncing",
+                self.session_name(), self._db.name, cid, known,
+            )  # fmt: skip
+            self._min_index = 0
+            pending = True
+        if cid is not None:
+            self.cluster_ids = (cid, pending)
+        return bool(super()._Idl__check_server_db())
 
     def run(self) -> Any:
         """Also: once monitoring again after a reconnection (a new leader), count the replica as
@@ -59,6 +90,12 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
                 self.change_seqno += 1
                 self.reconnects += 1
             self._synced_session = session
+        cid, pending = self.cluster_ids
+        if pending and self.state == self.IDL_S_MONITORING:
+            self.cluster_ids = (cid, False)
+            self.replaced += 1
+            for hook in self.replaced_hooks:
+                hook()
         return changed
 
 
@@ -133,6 +170,11 @@ class Ovsdb:
     def watcher(self) -> Watcher:
         watcher: Watcher = self.conn.idl.watcher
         return watcher
+
+    def on_replaced(self, hook: Callable[[], object]) -> None:
+        """Call `hook` (on the IDL thread: it must not block) each time the database is found
+        replaced by a new, empty one and its contents are monitored again (OvsdbIdl)."""
+        self.conn.idl.replaced_hooks.append(hook)
 
     def on_row_change(self, table: str, hook: RowHook) -> None:
         """Call `hook` for every change of `table` from now on (register before relying on it)."""

@@ -39,6 +39,7 @@ from cni.ovn_controller_probe import OvnControllerProbe
 from cni.ovn_nb import Northbound
 from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
 from cni.port_namespaces import PortNamespaces
+from cni.republish import Republished, republish
 from cni.settings import AgentSettings
 from cni.verdict_events import DropEvents
 from cni.verdicts import VerdictCounters, follow
@@ -171,6 +172,9 @@ async def run(s: AgentSettings) -> int:
         runner = await serve_unix(server.app(), s.socket)
         serving.set()
         keep = [asyncio.create_task(_keep_guard(stop, step)) for step in refresh]
+        replaced = asyncio.Event()
+        dbs[1].on_replaced(lambda: loop.call_soon_threadsafe(replaced.set))  # dbs: [OVS, NB]
+        keep.append(asyncio.create_task(_rebuild_when_replaced(stop, replaced, s, service, refresh)))
         startup.waiting_for = ""
         log.info("prismnet-agent serving on %s (node %s, bridge %s)", s.socket, service.node, s.bridge)
         await stop.wait()
@@ -262,6 +266,49 @@ async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object]) -> None:
                 await asyncio.to_thread(guard)
             except Exception as e:  # the NB away for a while: the guard in OVN stays as it was
                 log.warning("platform guard refresh failed: %s", e)
+
+
+async def _rebuild_when_replaced(
+    stop: asyncio.Event,
+    replaced: asyncio.Event,
+    s: AgentSettings,
+    service: PodNetworkService,
+    refresh: list[Callable[[], object]],
+) -> None:
+    """Each time the NB is found replaced by an empty one: this node's part written again
+    (cni/republish.py), retried every RETRY_SECONDS until it succeeds."""
+    while not stop.is_set():
+        waits = [asyncio.create_task(replaced.wait()), asyncio.create_task(stop.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+        replaced.clear()
+        while not stop.is_set() and not replaced.is_set():
+            try:
+                done = await asyncio.to_thread(_rebuild_node, s, service, refresh)
+            except Exception as e:  # the new NB not writable yet (an election): again shortly
+                log.warning("writing this node's NB state again failed: %s", e)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), RETRY_SECONDS)
+                continue
+            log.warning("the NB was replaced: %d pod port(s) of node %s written again (held until their "
+                        "policies are in), %d gone, in %.2f s", done.ports, service.node, done.skipped,
+                        done.seconds)  # fmt: skip
+            break
+
+
+def _rebuild_node(
+    s: AgentSettings, service: PodNetworkService, refresh: list[Callable[[], object]]
+) -> Republished:
+    """Pods first (held: nothing reaches them yet), then the management port, guard and egress set."""
+    a = service._a
+    done = republish(s, a.nb, a.ovs.owned_ports(), a.links.pod_link)
+    if s.management_port:
+        ensure_management_port(s, a.nb, a.ovs, a.links, service.node)
+    for step in refresh:
+        step()
+    service.resync_egress()
+    return done
 
 
 async def _drop_events(s: AgentSettings) -> DropEvents | None:

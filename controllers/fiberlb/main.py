@@ -50,6 +50,13 @@ async def setup(ctx: AppContext) -> None:
         from ovnaccess.metrics import OvsdbClientMetrics
 
         OvsdbClientMetrics(ctx.metrics.registry).watch(db, "OVN_Northbound")
+        loop = asyncio.get_running_loop()
+
+        def resync() -> None:  # the NB replaced by an empty one: every Service again, same IPs
+            for obj in services.store.list():  # the pool is this term's memory, never the Services' status
+                ctrl.enqueue_object(obj)
+
+        db.on_replaced(lambda: loop.call_soon_threadsafe(resync))
 
     def endpoints_changed(obj: KubeObject) -> None:  # coalesced over --debounce
         for key in slice_service_key(obj):

@@ -77,6 +77,7 @@ async def setup(ctx: AppContext) -> None:
         loop.call_soon_threadsafe(poke)
 
     nb.on_change(nb_changed)
+    nb.on_replaced(nb_changed)  # the NB replaced by an empty one: every row of ours written again
 
 
 async def _serves_admin_policies(ctx: AppContext) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from cni.ovn import K_NS, K_POD
+from cni.ovn import K_HELD, K_NS, K_POD
 from cni.ovn_egress import K_ROLE, ipv4_of
 from controllers.netpol.acl_logging import METER, AclLog
 from controllers.netpol.translate import CLUSTER_OWNER, Acl, AddressSet, Desired, Frozen, PortGroup
@@ -46,7 +46,7 @@ TABLES = {
     "Meter": ["name", "unit", "bands", "fair", "external_ids"],
     "Meter_Band": ["action", "rate", "burst_size", "external_ids"],
     "Address_Set": ["name", "addresses", "external_ids"],
-    "Logical_Switch_Port": ["name", "addresses", "external_ids"],
+    "Logical_Switch_Port": ["name", "addresses", "external_ids", "enabled"],
 }
 
 
@@ -61,6 +61,7 @@ class PortInfo:
     pod: str
     ips: tuple[str, ...]
     management: bool
+    held: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +116,7 @@ class _Idl(OvsdbIdl):
 def _port_info(r: Any) -> PortInfo:
     ids = r.external_ids
     return PortInfo(r.name, ids.get(K_NS, ""), ids.get(K_POD, ""), tuple(ipv4_of(list(r.addresses))),
-                    ids.get(K_ROLE) == "management")  # fmt: skip
+                    ids.get(K_ROLE) == "management", ids.get(K_HELD) == "true")  # fmt: skip
 
 
 def _ours(api: Any, table: str) -> dict[str, Any]:
@@ -145,12 +146,14 @@ class _Apply(Command):  # type: ignore[misc]
     apply (an update of it reached the IDL) or what we want of it changed; else it is as we left it."""
 
     def __init__(
-        self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: _Last, log_rate: int
-    ) -> None:
+        self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: _Last, log_rate: int,
+        release: Collection[str] = (),
+    ) -> None:  # fmt: skip
         super().__init__(api)
         self.idl, self.desired, self.keep, self.last = idl, desired, keep, last
-        self.log_rate = log_rate
+        self.log_rate, self.release = log_rate, release
         self.created = self.changed = self.deleted = 0
+        self.released = 0
         self.seen: set[Any] = set()
 
     def run_idl(self, txn: Any) -> None:
@@ -173,7 +176,19 @@ class _Apply(Command):  # type: ignore[misc]
             if stale.external_ids.get(K_KEY) not in self.keep:
                 stale.delete()
                 self.deleted += 1
+        self._release()
         self.result = ApplyStats(self.created, self.changed, self.deleted)
+
+    def _release(self) -> None:
+        """Enable each held port (written again after the NB was lost, cni/republish.py) that
+        `desired` was computed with: in this transaction, with its port groups (no gap)."""
+        self.released = 0
+        for name in self.release:
+            row = self._lsp(name)
+            if row is not None and row.external_ids.get(K_HELD) == "true":
+                row.enabled = []
+                row.delkey("external_ids", K_HELD)
+                self.released += 1
 
     def _meter(self, txn: Any) -> None:
         """The meter every logged ACL names: log packets per second, per node and ACL (fair)."""
@@ -315,10 +330,13 @@ class PolicyNorthbound:
 
         return self._read(fn)  # type: ignore[no-any-return]
 
-    def apply(self, desired: Desired, keep: Collection[str] = ()) -> ApplyStats:
-        """Make our rows equal `desired` in one transaction; rows owned by a key in `keep` stay."""
+    def apply(
+        self, desired: Desired, keep: Collection[str] = (), release: Collection[str] = ()
+    ) -> ApplyStats:
+        """Make our rows equal `desired` in one transaction; rows owned by a key in `keep` stay;
+        held ports named in `release` (the pods `desired` was computed with) are enabled."""
         with self._lock:
-            cmd = _Apply(self.api, self._idl, desired, set(keep), self._last, self.log_rate)
+            cmd = _Apply(self.api, self._idl, desired, set(keep), self._last, self.log_rate, release)
             try:
                 stats: ApplyStats = cmd.execute(check_error=True)
             except Exception:
@@ -326,7 +344,25 @@ class PolicyNorthbound:
                     self._idl.touched |= cmd.seen
                 raise
             self._last = _Last(dict(desired.address_sets), dict(desired.port_groups))
+        if cmd.released:
+            log.warning("released %d held port(s) with their policies (the NB was rebuilt)", cmd.released)
         return stats
+
+    def held(self) -> set[str]:
+        """Names of the ports held until their policies are in (cni/republish.py)."""
+        with self._idl.ports_lock:
+            return {p.lsp for p in self._idl.port_view.values() if p.held}
+
+    def on_replaced(self, callback: Callable[[], None]) -> None:
+        """`callback` (on the IDL thread) once the NB was replaced by an empty one: what the last
+        apply wrote is forgotten and the port view read again, so the next apply writes it all."""
+
+        def reset() -> None:
+            self._last = _Last()
+            self._reset_view(self.api)
+            callback()
+
+        self.db.on_replaced(reset)
 
     def _read(self, fn: Callable[[Any], Any]) -> Any:
         return read(self.api, fn)

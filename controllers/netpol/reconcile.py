@@ -51,7 +51,7 @@ TO_ACL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 
 class Northbound(Protocol):
     def ports(self) -> list[PortInfo]: ...
     def previous(self) -> dict[str, Frozen]: ...
-    def apply(self, desired: Desired, keep: Any = ()) -> ApplyStats: ...
+    def apply(self, desired: Desired, keep: Any = (), release: Any = ()) -> ApplyStats: ...
 
 
 class NetpolMetrics:
@@ -148,7 +148,8 @@ class NetpolReconciler:
                 prio=self.priorities,
                 cache=self.admin.cache,
             )
-        self.last = await asyncio.to_thread(self.nb.apply, desired, set(skipped))
+        release = {p.lsp for p in ports if p.held} & {m.lsp for m in members}  # the NB rebuilt: with policies
+        self.last = await asyncio.to_thread(self.nb.apply, desired, set(skipped), release)
         if self.admin is not None:
             await self.admin.publish(outcomes)
         if self.metrics is not None:

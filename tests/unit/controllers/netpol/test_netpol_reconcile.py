@@ -28,7 +28,7 @@ class FakeNorthbound:
     def previous(self) -> dict[str, Frozen]:
         return self.prev
 
-    def apply(self, desired: Desired, keep: Any = ()) -> ApplyStats:
+    def apply(self, desired: Desired, keep: Any = (), release: Any = ()) -> ApplyStats:
         self.applied.append((desired, set(keep)))
         return ApplyStats(1, 0, 0)
 
@@ -100,7 +100,7 @@ async def test_change_to_acl_latency_covers_the_wait_and_a_failed_attempt() -> N
     class FlakyNorthbound(FakeNorthbound):
         fail = False
 
-        def apply(self, desired: Desired, keep: Any = ()) -> ApplyStats:
+        def apply(self, desired: Desired, keep: Any = (), release: Any = ()) -> ApplyStats:
             if self.fail:
                 self.fail = False
                 raise RuntimeError("NB away")
