@@ -48,6 +48,14 @@ ORDER = (  # the order docs/upgrade.md gives the operator: the databases, the da
 )  # fmt: skip
 
 
+OVS_NODE = "daemonset/ovs-node"
+NETDEV_CUT = (
+    "the userspace datapath (OVS_DATAPATH_TYPE netdev, no openvswitch module here) carries the node's "
+    "own address on br-phy: the old pod's ovs-vswitchd stopping cuts the node from the API, so its "
+    "kubelet never learns of the new pod (docs/upgrade.md)"
+)
+
+
 @dataclass
 class Cluster:
     run_dir: Path
@@ -196,11 +204,13 @@ def probe_argv(cluster: Cluster, client_uid: str) -> list[str]:
 
 
 def write_gaps(cluster: Cluster) -> list[tuple[float, float]]:
-    """(when, seconds) of each gap between the writer's per-second ticks, minus the second itself."""
-    ticks = [
-        float(x)
-        for x in cluster.kubectl("-n", NS, "exec", "writer-node1", "--", "cat", "/data/ticks").split()
-    ]
+    """(when, seconds) of each gap between the writer's per-second ticks, minus the second itself;
+    none when the file cannot be read (printed)."""
+    proc = cluster.run("-n", NS, "exec", "writer-node1", "--", "cat", "/data/ticks", timeout=60)
+    if proc.returncode:
+        print(f"the writer's ticks could not be read: {proc.stderr.strip()}", flush=True)
+        return []
+    ticks = [float(x) for x in proc.stdout.split()]
     return [(a, b - a - 1.0) for a, b in itertools.pairwise(ticks)]
 
 
@@ -258,6 +268,10 @@ def run(
     time.sleep(baseline)
     windows[-1].end = time.time()
     repo = image.rpartition(":")[0]
+    datapath = cluster.get("-n", SYSTEM, "configmap", "k8shost-config")["data"].get("OVS_DATAPATH_TYPE")
+    if datapath == "netdev" and OVS_NODE in order:
+        order = tuple(w for w in order if w != OVS_NODE)
+        print(f"{OVS_NODE}: not rolled: {NETDEV_CUT}", flush=True)
     try:
         for workload in order:
             w = Window(workload, time.time())
@@ -272,6 +286,7 @@ def run(
                 break
             time.sleep(3)  # what the last replacement disturbed lands in this window
             w.end = time.time()
+            print_table(report([w], list(events), [], []))  # the streams and DNS so far (writes at the end)
     finally:
         churn.stop()
         probe.terminate()

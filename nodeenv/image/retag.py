@@ -5,7 +5,9 @@
 The same Containerfile and build cache as `make image` (every layer a cache hit, seconds), plus one
 label, `org.opencontainers.image.version=<tag>`, which changes the image's configuration and so its
 ID: the runner and podman see a different image, as a registry's new release would be, while the
-content is the same. Run `make image` first."""
+content is the same. It is built from the checkout as it is now: a change since `make image` is in
+the new tag only (layers from the first changed COPY on rebuilt), as a real new release would be.
+Run `make image` first."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def tagged(tag: str, name: str | None = None) -> str:
 
 def retag_argv(store: ImageStore, tag: str) -> list[str]:
     argv = build_argv(store, tagged(tag), host_secrets(WORK))
-    return [*argv[:-1], "--label", f"{VERSION_LABEL}={tag}", argv[-1]]
+    return [*argv[:-1], "--quiet", "--label", f"{VERSION_LABEL}={tag}", argv[-1]]  # prints the image ID
 
 
 def image_id(store: ImageStore, name: str) -> str:
