@@ -1,5 +1,5 @@
 """Upgrades in the sandbox (docs/upgrade.md): a PodDisruptionBudget served by the API double
-(policy/v1, `kubectl get pdb` as kubectl prints it), and the overlay's update strategies and budgets
+(policy/v1, read back with `kubectl get pdb`), and the overlay's update strategies and budgets
 as `kubectl kustomize` renders them (every DaemonSet one node at a time without surge, every
 Deployment surging one, ovn-central member by member with a budget keeping its quorum). The rollout
 under traffic needs `make boot`: `make bench BENCH=upgrade`, tests/integration/kubelet/test_boot_upgrade.py;
@@ -39,14 +39,14 @@ def strategies(docs: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def run(scn: Scenario) -> None:
-    with scn.step("upgrade: a PodDisruptionBudget is served (policy/v1, kubectl get pdb)") as r:
+    with scn.step("upgrade: a PodDisruptionBudget is served (policy/v1, kubectl apply and get pdb)") as r:
         _kubectl(scn, "create", "namespace", NS)
         scn.defer(lambda: _kubectl(scn, "delete", "namespace", NS, "--ignore-not-found", "--wait=false"))
         _kubectl(scn, "apply", "-f", "-", stdin=BUDGET)
-        row = _kubectl(scn, "-n", NS, "get", "pdb", NAME, "--no-headers").split()
-        if row[:3] != [NAME, "N/A", "1"]:
-            raise RuntimeError(f"kubectl get pdb: {row}")
-        r.detail = " ".join(row[:3])
+        read = _kubectl(scn, "-n", NS, "get", "pdb", NAME, "-o", "jsonpath={.kind} {.spec.maxUnavailable}")
+        if read != "PodDisruptionBudget 1":
+            raise RuntimeError(f"kubectl get pdb: {read!r}")
+        r.detail = read
     with scn.step(
         "upgrade: every workload of ours has its update strategy, ovn-central a quorum budget"
     ) as r:
