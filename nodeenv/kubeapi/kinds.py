@@ -133,6 +133,8 @@ KINDS: tuple[Kind, ...] = (
     Kind(group="events.k8s.io", version="v1", kind="Event", plural="events", namespaced=True,
          short_names=("ev",)),
     Kind(group="coordination.k8s.io", version="v1", kind="Lease", plural="leases", namespaced=True),
+    Kind(group="policy", version="v1", kind="PodDisruptionBudget", plural="poddisruptionbudgets",
+         namespaced=True, short_names=("pdb",), status=True, generation=True),
     Kind(group=_RBAC, version="v1", kind="Role", plural="roles", namespaced=True),
     Kind(group=_RBAC, version="v1", kind="RoleBinding", plural="rolebindings", namespaced=True),
     Kind(group=_RBAC, version="v1", kind="ClusterRole", plural="clusterroles", namespaced=False),

@@ -317,7 +317,11 @@ class PodRuntime:
             until = self.backoff.get(c["name"])
             if until is not None and time.monotonic() >= until:
                 del self.backoff[c["name"]]
-                self.start(c, st)
+                try:
+                    self.start(c, st)
+                except OSError:
+                    self.backoff[c["name"]] = time.monotonic()  # tried again on the next pass
+                    raise
                 continue
             if stand_ins.check(self, c, st) or info is None or "running" not in st.state:
                 continue
@@ -431,6 +435,7 @@ class Runner:
         url = urllib.parse.urlsplit(client.server)
         self.api_address = (url.hostname or "127.0.0.1", url.port or 443)
         self._cgroups: dict[str, str] = {}
+        self._objects: dict[tuple[str, str, str], Obj | None] = {}
         """Container id -> its cgroup (podman's State.CgroupPath)."""
 
     def find_pod(self, namespace: str, name: str) -> PodRuntime | None:
@@ -442,7 +447,15 @@ class Runner:
         return None
 
     def lookup(self, plural: str, namespace: str, name: str) -> Obj | None:
-        return self.client.get(CORE, plural, namespace, name)
+        """A ConfigMap or Secret a container's env names; while the API is unreachable, the copy last
+        read (kubelet's object cache), so a crashed container still restarts."""
+        key = (plural, namespace, name)
+        try:
+            self._objects[key] = self.client.get(CORE, plural, namespace, name)
+        except OSError:
+            if key not in self._objects:
+                raise
+        return self._objects[key]
 
     def request_token(self, namespace: str, sa: str, seconds: int) -> str:
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
@@ -473,10 +486,24 @@ class Runner:
             log.info("pod %s deleted: stopping it", self.pods[uid].key)
             self.events.forget(uid)
             self._pool.submit(self.pods.pop(uid).stop)
+        self.supervise()
+
+    def supervise(self, report: bool = True) -> None:
+        """kubelet's pod workers over the pods this node already runs: exited containers restarted
+        after the back-off, due probes run; `report`: each pod's status written to the API. Also
+        while the API is unreachable (report=False): a real kubelet restarts a crashed container from
+        what it knows, so a node whose own network the crashed one carries (ovs-vswitchd with the
+        node's address on br-phy) gets it back."""
         states = self.podman.states(self.runner_id)
         for rt in list(self.pods.values()):
-            rt.refresh(states)
-            self.write_status(rt)
+            try:
+                rt.refresh(states)
+            except (ApiError, OSError) as e:
+                if report:
+                    raise
+                log.warning("pod %s: supervising without the API: %s", rt.key, e)
+            if report:
+                self.write_status(rt)
 
     def _boot(self, rt: PodRuntime) -> None:
         try:
@@ -532,6 +559,10 @@ class Runner:
                 self.step()
             except (ApiError, OSError) as e:
                 log.warning("sync failed: %s", e)
+                try:
+                    self.supervise(report=False)
+                except OSError as e:
+                    log.warning("supervising without the API failed: %s", e)
             stop.wait(self.settings.period)
 
     def drain(self) -> None:

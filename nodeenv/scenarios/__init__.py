@@ -27,6 +27,7 @@ from nodeenv.scenarios import (
     spec_times,
     tenancy,
     tenant_data,
+    upgrade,
     verdict_log,
     webhook,
 )
@@ -40,6 +41,7 @@ SCENARIOS = (
     kubectl_reach,  # kubectl logs and exec through a kubelet API (a node of its own)
     dataplane,  # a pod refused at OVN's database ports; a spoofed source dropped
     rollouts,  # ReplicaSets and revisions from the controllers' pass; the Metrics API
+    upgrade,  # PodDisruptionBudgets served; the overlay's update strategies and budgets
     verdict_log,  # a policy drop in prismnet-agent's verdict log (JSON line) and counter
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)

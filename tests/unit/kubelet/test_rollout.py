@@ -245,6 +245,29 @@ def test_a_daemonset_rolls_one_node_at_a_time_and_keeps_controllerrevisions(clus
     }
 
 
+def test_a_daemonset_with_max_surge_starts_the_new_pod_beside_the_old_one(cluster: Cluster) -> None:
+    """maxSurge 1, maxUnavailable 0 (Kubernetes 1.22+): on one Node at a time the new Pod runs beside
+    the old one, which is deleted only once the new one is Ready: every Node keeps a Ready Pod."""
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    cluster.c.create(APPS, "daemonsets", NS, _workload("DaemonSet", "surge", updateStrategy=strategy))
+    cluster.settle("surge", 3)
+    cluster.kubectl("rollout", "restart", "ds/surge")
+    for _ in range(3):  # the new Pod created, never Ready: nothing else moves
+        cluster.step("surge", kubelet=False)
+    pods = cluster.pods("surge")
+    assert len(pods) == 4 and len({p["spec"]["nodeName"] for p in pods}) == 3, pods
+    ready = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    assert len(ready) == 3 and len({p["spec"]["nodeName"] for p in ready}) == 3  # no old one deleted yet
+    cluster.max_pods = 0
+    cluster.settle("surge", 12)
+    ds = cluster.get("daemonsets", "surge")
+    hashes = {p["metadata"]["labels"]["controller-revision-hash"] for p in cluster.pods("surge")}
+    assert len(cluster.pods("surge")) == 3 and len(hashes) == 1, cluster.pods("surge")
+    assert cluster.max_pods == 4  # one Node surging at a time
+    assert ds["status"]["updatedNumberScheduled"] == ds["status"]["numberAvailable"] == 3
+    cluster.kubectl("rollout", "status", "ds/surge", "--timeout=5s")
+
+
 def test_a_statefulset_updates_from_the_highest_ordinal_and_reports_its_revisions(cluster: Cluster) -> None:
     cluster.c.create(APPS, "statefulsets", NS, _workload("StatefulSet", "db", replicas=3, serviceName="db"))
     cluster.settle("db", 8)

@@ -1,0 +1,34 @@
+"""`make bench BENCH=upgrade`'s figures: each probe event, write gap and failed ADD counted in the
+window of the component being rolled when it happened, and the probe's own refusals."""
+
+from __future__ import annotations
+
+from bench.bench_upgrade import Window, report
+
+
+def test_events_land_in_the_window_they_happened_in() -> None:
+    windows = [
+        Window("baseline", 0, 10),
+        Window("daemonset/ovs-node", 10, 40),
+        Window("statefulset/x", 40, 50),
+    ]
+    events = [
+        {"t": 5, "kind": "stall", "stream": "a", "seconds": 0.4},
+        {"t": 12, "kind": "reset", "stream": "clusterip", "error": "ECONNRESET"},
+        {"t": 13, "kind": "stall", "stream": "a", "seconds": 2.5},
+        {"t": 20, "kind": "dns_fail", "name": "echo"},
+        {"t": 45, "kind": "connected", "stream": "a"},
+    ]
+    rows = {
+        r["component"]: r for r in report(windows, events, [(11, 0.2), (30, 1.7), (41, 0.0)], [39.0, 55.0])
+    }
+    base, ovs, sts = rows["baseline"], rows["daemonset/ovs-node"], rows["statefulset/x"]
+    assert (base["resets"], base["stream_stall_s"], base["rollout_s"]) == (0, 0.4, 0.0)
+    assert (ovs["resets"], ovs["dns_failures"], ovs["stream_stall_s"], ovs["write_stall_s"]) == (
+        1,
+        1,
+        2.5,
+        1.7,
+    )
+    assert (ovs["add_failures"], ovs["rollout_s"], ovs["reset_streams"]) == (1, 30, ["clusterip"])
+    assert (sts["resets"], sts["add_failures"], sts["write_stall_s"]) == (0, 0, 0.0)  # 55: after every window
