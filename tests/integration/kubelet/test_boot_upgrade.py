@@ -24,6 +24,8 @@ from nodeenv.image.retag import main as retag
 from nodeenv.image.retag import tagged
 from tests.integration.kubelet.boot_session import booted_cluster
 
+pytestmark = pytest.mark.timeout(1200)  # the second tag, a boot of its own and two rollouts: ~5 min quiet
+
 PREFIX = "k8sug"
 TAG = "0.1.1-test"
 
