@@ -15,6 +15,7 @@ from nodeenv.scenarios import (
     metrics,
     monitoring,
     node_failure,
+    node_rejoin,
     ovn_alive,
     ovn_tls,
     plasmacloud,
@@ -42,6 +43,7 @@ SCENARIOS = (
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved
+    node_rejoin,  # a cluster only: runs every earlier cleanup first; the last node rebooted, reinstalled
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip
