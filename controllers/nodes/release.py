@@ -119,15 +119,16 @@ class _ReleaseSb(Command):  # type: ignore[misc]
 
 
 class _RemoveStaleChassis(Command):  # type: ignore[misc]
-    def __init__(self, api: Any, current: dict[str, str]) -> None:
+    def __init__(self, api: Any, current: dict[str, str], reported: set[str]) -> None:
         super().__init__(api)
-        self.current = current
+        self.current, self.reported = current, reported
 
     def run_idl(self, txn: Any) -> None:
         gone = []
         for chassis in table_rows(self.api, "Chassis"):
             node = next((h for h in (chassis.hostname, chassis.name) if h in self.current), None)
-            if node is not None and chassis.name != self.current[node]:
+            # never a chassis some node's agent reports as its own (nodes sharing one hostname)
+            if node is not None and chassis.name not in self.reported:
                 gone.append((node, chassis.name))
                 chassis.delete()  # its Encaps with it: the node's new chassis can take their (type, ip)
         names = {name for _, name in gone}
@@ -170,15 +171,15 @@ class OvnNodes:
         return out
 
     def remove_stale_chassis(self, present: Iterable[str]) -> list[tuple[str, str]]:
-        """Remove every chassis named for a node in `present` (by its hostname or its name) that is
-        not the chassis that node's agent reports now: a reinstalled node's old one, whose Encap
-        would keep the new one out of the SB. (node, chassis) removed."""
-        current = {n: c for n, c in read(self.nb.api, nodes_chassis).items() if n in set(present)}
+        """Remove every chassis named for a node in `present` (by its hostname or its name) that no
+        node's agent reports as its chassis now: a reinstalled node's old one, whose Encap would
+        keep the new one out of the SB. (node, chassis) removed."""
+        reported = read(self.nb.api, nodes_chassis)
+        current = {n: c for n, c in reported.items() if n in set(present)}
         if not current:
             return []
-        gone: list[tuple[str, str]] = (
-            _RemoveStaleChassis(self.sb.api, current).execute(check_error=True) or []
-        )
+        remove = _RemoveStaleChassis(self.sb.api, current, set(reported.values()))
+        gone: list[tuple[str, str]] = remove.execute(check_error=True) or []
         for node, name in gone:
             log.warning("removed stale chassis %s of node %s (its chassis is %s now)", name, node,
                         current[node], extra={"node": node, "chassis": name})  # fmt: skip

@@ -154,6 +154,11 @@ async def test_a_reinstalled_nodes_stale_chassis_goes_once_its_agent_reports_the
     nb = Northbound(db, owner="test")
     await api.create(NODES, {"metadata": {"name": "reinst-1"}})
     _as_its_agent(ovn_node, nb, "reinst-1", 0, "198.51.102.0/24")
+    # another node whose chassis reports the same hostname (nodes sharing one): its agent reports it
+    _as_its_agent(ovn_node, nb, "twin-1", 0, "198.51.103.0/24")
+    nb.set_port_ids(management_names("twin-1")[1], {K_CHASSIS: "twin-1-ch"})
+    _sbctl(ovn_node, "chassis-add", "twin-1-ch", "geneve", "192.0.2.74")
+    _sbctl(ovn_node, "set", "Chassis", "twin-1-ch", "hostname=reinst-1")
     for name, host, ip in (("reinst-1-old", "reinst-1", "192.0.2.71"), ("stays-2", "stays-2", "192.0.2.72"),
                            ("hypervisor-9", "hv9.example", "192.0.2.73")):  # fmt: skip
         _sbctl(ovn_node, "chassis-add", name, "geneve", ip)
@@ -179,20 +184,22 @@ async def test_a_reinstalled_nodes_stale_chassis_goes_once_its_agent_reports_the
         _sbctl(ovn_node, "set", "Chassis", "reinst-1-new", "hostname=reinst-1")
         await asyncio.sleep(1)
         now = chassis()
-        assert "reinst-1-new" in now and "stays-2" in now and "hypervisor-9" in now
+        assert "reinst-1-new" in now and "stays-2" in now and "hypervisor-9" in now and "twin-1-ch" in now
         assert ovn_node.settings.system_id in now  # this session's own node: no agent report, untouched
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
-        nb.egress().delete("reinst-1")
-        nb.guard().delete("reinst-1")
-        for port in _ports_of(nb, "reinst-1"):
-            nb.delete_port(port)
-        for name in ("reinst-1-old", "reinst-1-new", "stays-2", "hypervisor-9"):
-            _sbctl(ovn_node, "--if-exists", "chassis-del", name)
-        _nbctl(ovn_node, "--if-exists", "lr-route-del", "k8s-cluster-router", "198.51.102.0/24")
-        for switch in (management_names("reinst-1")[0],):
+        for node in ("reinst-1", "twin-1"):
+            nb.egress().delete(node)
+            nb.guard().delete(node)
+            for port in _ports_of(nb, node):
+                nb.delete_port(port)
+            switch = management_names(node)[0]
             _nbctl(ovn_node, "--if-exists", "ls-del", switch)
             _nbctl(ovn_node, "--if-exists", "lrp-del", f"rtr-{switch}")
+        for name in ("reinst-1-old", "reinst-1-new", "stays-2", "hypervisor-9", "twin-1-ch"):
+            _sbctl(ovn_node, "--if-exists", "chassis-del", name)
+        for prefix in ("198.51.102.0/24", "198.51.103.0/24"):
+            _nbctl(ovn_node, "--if-exists", "lr-route-del", "k8s-cluster-router", prefix)
         await api.delete(NODES, "", "reinst-1")
         db.stop()
