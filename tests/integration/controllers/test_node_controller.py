@@ -152,7 +152,8 @@ async def test_a_reinstalled_nodes_stale_chassis_goes_once_its_agent_reports_the
     it, which it does once the node's agent names the new chassis on its management port."""
     db = connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound")
     nb = Northbound(db, owner="test")
-    await api.create(NODES, {"metadata": {"name": "reinst-1"}})
+    for node in ("reinst-1", "twin-1"):
+        await api.create(NODES, {"metadata": {"name": node}})
     _as_its_agent(ovn_node, nb, "reinst-1", 0, "198.51.102.0/24")
     # another node whose chassis reports the same hostname (nodes sharing one): its agent reports it
     _as_its_agent(ovn_node, nb, "twin-1", 0, "198.51.103.0/24")
@@ -201,5 +202,6 @@ async def test_a_reinstalled_nodes_stale_chassis_goes_once_its_agent_reports_the
             _sbctl(ovn_node, "--if-exists", "chassis-del", name)
         for prefix in ("198.51.102.0/24", "198.51.103.0/24"):
             _nbctl(ovn_node, "--if-exists", "lr-route-del", "k8s-cluster-router", prefix)
-        await api.delete(NODES, "", "reinst-1")
+        for node in ("reinst-1", "twin-1"):
+            await api.delete(NODES, "", node)
         db.stop()
