@@ -33,6 +33,12 @@ class ManagementPort:
     gateway: str
 
 
+K_CHASSIS = "prismnet.chassis"
+"""On the node's management port: the node's OVN chassis now (its OVS system-id). node-controller
+removes any other chassis of the node's name (a reinstalled node's stale one), as ovn-kubernetes'
+cluster manager does from its node-chassis-id annotation."""
+
+
 def management_names(node: str) -> tuple[str, str]:
     """(switch, lsp): a dot cannot appear in a namespace name, so these never collide with pods."""
     return f"k8s-mgmt.{node}", f"mgmt.{node}"
@@ -60,6 +66,8 @@ def ensure_management_port(
         plen = ipaddress.ip_network(info.subnet).prefixlen
     elif kept is None:
         mac, ip, plen, _ = nb.allocate_port(switch, lsp, ids, mac_only_security=True)
+    if chassis := ovs.system_id():  # before the wait below: a stale chassis can block this one's
+        nb.set_port_ids(lsp, {K_CHASSIS: chassis})
     if ovs.port(s.management_if) is not None and not links.exists(s.management_if):
         # the device was deleted (node-down, by hand) but the OVS port stayed: ovs-vswitchd
         # re-creates an internal port's tap only when the port is added again

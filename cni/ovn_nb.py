@@ -380,6 +380,10 @@ class Northbound:
         if self.port(lsp) is not None:  # not on its namespace's switch (moved by hand): the long way
             self._api.lsp_del(lsp, if_exists=True).execute(check_error=True)
 
+    def set_port_ids(self, lsp: str, ids: dict[str, str]) -> None:
+        """Set these external_ids keys of an existing port (the others stay)."""
+        self._api.db_set("Logical_Switch_Port", lsp, ("external_ids", ids)).execute(check_error=True)
+
     def port(self, lsp: str) -> Lsp | None:
         """The port named `lsp` (its switch as recorded in its external_ids, if ours)."""
 

@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -67,6 +67,8 @@ class CniComponent:
     """CA and IAM token file for PrismNET IPAM (`prismnetEndpoint` netconfs); None: refused."""
     kubeconfig: str = ""
     """For the agent's PolicyDenied Events ('' = the node's KUBECONFIG, if any)."""
+    node_name: str = ""
+    """The node's Kubernetes name ('' = the agent takes its OVS system-id)."""
 
     def settings(self, node: Node) -> AgentSettings:
         e = node.endpoints
@@ -92,6 +94,8 @@ class CniComponent:
         kubeconfig = self.kubeconfig or node.endpoints.get("KUBECONFIG", "")
         if kubeconfig:  # drops as Events in their namespace (the API double's admin here)
             argv += ["--events-kubeconfig", kubeconfig]
+        if self.node_name:
+            argv += ["--node-name", self.node_name]
         if self.plasmacloud is not None:
             argv += ["--plasmacloud-ca", str(self.plasmacloud.ca),
                      "--plasmacloud-token-file", str(self.plasmacloud.token_file)]  # fmt: skip
@@ -284,6 +288,22 @@ class CniRuntime:
             call = self.exec(str(plugin["type"]), self._env("DEL", cid, netns, ifname, args), conf)
             times += call.plugin_ms
             call = replace(call, plugin_ms=times)
+            if call.rc != 0:
+                return call
+        return call
+
+    def gc(self, valid: Iterable[tuple[str, str]]) -> CniCall:
+        """GC over the list: every plugin that speaks a version with GC (1.1.0, asked by VERSION; the
+        others never heard of the command), each told the attachments (containerID, ifname) the
+        runtime still has (`cni.dev/valid-attachments`)."""
+        attachments = [{"containerID": cid, "ifname": ifname} for cid, ifname in valid]
+        call = CniCall(0, {}, "")
+        for plugin in self._plugins():
+            version = self.exec(str(plugin["type"]), {"CNI_COMMAND": "VERSION"}, {"cniVersion": "1.1.0"})
+            if "1.1.0" not in version.out.get("supportedVersions", []):  # type: ignore[operator]
+                continue
+            conf = {**self._netconf(plugin, None, {}), "cni.dev/valid-attachments": attachments}
+            call = self.exec(str(plugin["type"]), {"CNI_COMMAND": "GC"}, conf)
             if call.rc != 0:
                 return call
         return call

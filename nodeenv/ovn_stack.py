@@ -112,10 +112,13 @@ def start_switch(node: Node) -> tuple[str, Vswitchd]:
     return ovs_db, vswitchd
 
 
-def start_controller(node: Node, ovs_db: str, sb_remote: str, tls: OvnTls | None = None) -> dict[str, str]:
+def start_controller(
+    node: Node, ovs_db: str, sb_remote: str, tls: OvnTls | None = None, *, registered: bool = True
+) -> dict[str, str]:
     """The integration bridge (userspace datapath) and ovn-controller as chassis `system_id`,
     encapsulating Geneve from `encap_ip`, given the SB remote list (and, for `ssl:` remotes, its
-    own key and certificate); waits for its Chassis row."""
+    own key and certificate); waits for its Chassis row unless `registered` is False (a reinstalled
+    node's chassis registers only once node-controller removed its stale one)."""
     flags = tls.ctl_flags() if tls else []
     bridge, s = node.settings.bridge, node.settings
     ovs_dir = node.path("ovs", "x").parent
@@ -163,10 +166,11 @@ def start_controller(node: Node, ovs_db: str, sb_remote: str, tls: OvnTls | None
         s.netns,
     )
     sbctl = in_netns(s.netns, ["ovn-sbctl", f"--db={sb_remote}", *flags, "--timeout=10"])
-    wait_for(
-        lambda: s.system_id in _quiet([*sbctl, "--bare", "--columns=name", "list", "Chassis"]),
-        "ovn-controller to register its chassis",
-    )
+    if registered:
+        wait_for(
+            lambda: s.system_id in _quiet([*sbctl, "--bare", "--columns=name", "list", "Chassis"]),
+            "ovn-controller to register its chassis",
+        )
     return {"OVS_DB": ovs_db, "OVS_BRIDGE": bridge, "OVN_CHASSIS": s.system_id, **rundirs(ovs_dir)}
 
 

@@ -1,5 +1,12 @@
 """node-controller: what a deleted Node held in OVN is released cluster-wide.
 
+It also removes a node's stale chassis: a node reinstalled under its old name comes back with a
+new OVS system-id, and its old Chassis (same hostname, same Encap address) would keep the new one out
+of the SB (its Encap's (type, ip) is taken). The node's agent writes the chassis it is now on its
+management port (`prismnet.chassis`); this controller, on that change and on every sweep, deletes
+every other chassis of that node's name (controllers/nodes/release.py), as ovn-kubernetes' cluster
+manager does from its node-chassis-id annotation: the nodes themselves never delete SB rows.
+
 When a Node leaves the API (the admin's `kubectl delete node`, or a cloud controller), its PrismNET
 agent and ovn-controller are gone with it and cannot clean up: its chassis would keep tunnels
 pointed at it, its pods' ports would hold their addresses, its egress policy would reroute to a
@@ -13,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
+from cni.management import K_CHASSIS
 from controllers.machinery import NODES, AppContext, ControllerApp
 from controllers.nodes.release import OvnNodes
 from ovnaccess import tls
@@ -67,8 +76,17 @@ async def setup(ctx: AppContext) -> None:
         deleted = [key.removeprefix(DELETED)] if key.startswith(DELETED) else []
         for _ in await asyncio.to_thread(ovn.release_absent, present, deleted):
             released.inc()
+        await asyncio.to_thread(ovn.remove_stale_chassis, present)  # each logged (a warning)
 
     ctrl = ctx.controller("nodes", sweep, workers=1)
+    loop = asyncio.get_running_loop()
+
+    def chassis_reported(event: str, row: Any) -> None:  # the NB's IDL thread
+        if event != "delete" and K_CHASSIS in getattr(row, "external_ids", {}):
+            with contextlib.suppress(RuntimeError):  # the loop closed: the controller is stopping
+                loop.call_soon_threadsafe(ctrl.enqueue, SWEEP)
+
+    ovn.nb.on_row_change("Logical_Switch_Port", chassis_reported)
 
     def added(_: Any) -> None:
         ctrl.enqueue(SWEEP)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cni.management import management_names
+from cni.management import K_CHASSIS, management_names
 from cni.ovn import K_NODE, ROUTER
 from cni.ovn_egress import pods_set_name
 from cni.platform_guard import delete_guard_rows
@@ -54,6 +54,12 @@ def nb_nodes(api: Any) -> set[str]:
     out |= {s.name.removeprefix(MGMT_PREFIX) for s in table_rows(api, "Logical_Switch")
             if s.name.startswith(MGMT_PREFIX)}  # fmt: skip
     return out
+
+
+def nodes_chassis(api: Any) -> dict[str, str]:
+    """node name -> the chassis its agent says the node is now (on its management port)."""
+    return {p.external_ids[K_NODE]: p.external_ids[K_CHASSIS] for p in table_rows(api, "Logical_Switch_Port")
+            if K_CHASSIS in p.external_ids and K_NODE in p.external_ids}  # fmt: skip
 
 
 class _ReleaseNb(Command):  # type: ignore[misc]
@@ -100,12 +106,34 @@ class _ReleaseSb(Command):  # type: ignore[misc]
 
     def run_idl(self, txn: Any) -> None:
         gone = 0
+        names = set()
         for chassis in table_rows(self.api, "Chassis"):
-            if chassis.name == self.node:
+            if self.node in (chassis.name, chassis.hostname):
+                names.add(chassis.name)
                 chassis.delete()  # its Encaps are not root rows: they go with it
                 gone += 1
         for private in table_rows(self.api, "Chassis_Private"):
-            if private.name == self.node:
+            if private.name in names | {self.node}:
+                private.delete()
+        self.result = gone
+
+
+class _RemoveStaleChassis(Command):  # type: ignore[misc]
+    def __init__(self, api: Any, current: dict[str, str], reported: set[str]) -> None:
+        super().__init__(api)
+        self.current, self.reported = current, reported
+
+    def run_idl(self, txn: Any) -> None:
+        gone = []
+        for chassis in table_rows(self.api, "Chassis"):
+            node = next((h for h in (chassis.hostname, chassis.name) if h in self.current), None)
+            # never a chassis some node's agent reports as its own (nodes sharing one hostname)
+            if node is not None and chassis.name not in self.reported:
+                gone.append((node, chassis.name))
+                chassis.delete()  # its Encaps with it: the node's new chassis can take their (type, ip)
+        names = {name for _, name in gone}
+        for private in table_rows(self.api, "Chassis_Private"):
+            if private.name in names:
                 private.delete()
         self.result = gone
 
@@ -141,6 +169,21 @@ class OvnNodes:
                      extra={"node": node, "ports": done.ports, "chassis": done.chassis})  # fmt: skip
             out.append(done)
         return out
+
+    def remove_stale_chassis(self, present: Iterable[str]) -> list[tuple[str, str]]:
+        """Remove every chassis named for a node in `present` (by its hostname or its name) that no
+        node's agent reports as its chassis now: a reinstalled node's old one, whose Encap would
+        keep the new one out of the SB. (node, chassis) removed."""
+        reported = read(self.nb.api, nodes_chassis)
+        current = {n: c for n, c in reported.items() if n in set(present)}
+        if not current:
+            return []
+        remove = _RemoveStaleChassis(self.sb.api, current, set(reported.values()))
+        gone: list[tuple[str, str]] = remove.execute(check_error=True) or []
+        for node, name in gone:
+            log.warning("removed stale chassis %s of node %s (its chassis is %s now)", name, node,
+                        current[node], extra={"node": node, "chassis": name})  # fmt: skip
+        return gone
 
     def close(self) -> None:
         self.nb.stop()

@@ -31,19 +31,30 @@ class NodeChassis:
 
     name = "ovn-chassis"
 
-    def __init__(self, central: Mapping[str, str], prefixlen: int) -> None:
+    def __init__(
+        self, central: Mapping[str, str], prefixlen: int, node_name: str = "", *, registered: bool = True
+    ) -> None:
         self.central, self.prefixlen = dict(central), prefixlen
         """The cluster's central endpoints (OVN_NB_DB_SSL, OVN_SB_DB_SSL: the underlay's remotes;
         OVN_PKI_DIR: the cluster's OVN PKI)."""
+        self.node_name, self.registered = node_name, registered
+        """The node's hostname (its Node's name; '' = its system-id): the Chassis' `hostname`, as
+        a hostNetwork ovn-controller reports it; and whether start waits for its Chassis row."""
 
     def start(self, node: Node) -> dict[str, str]:
         require_prerequisites()
         ovs_db, vswitchd = start_switch(node)
         self._uplink(node, ovs_db)
+        hostname = self.node_name or node.settings.system_id  # the namespaces share the machine's UTS
+        env = {**node.process_env(), **rundirs(node.path("ovs", "x").parent)}
+        run_checked(["ovs-vsctl", f"--db={ovs_db}", "--timeout=10", "set", "Open_vSwitch", ".",
+                     f"external_ids:hostname={hostname}"], env)  # fmt: skip
         tls = client_tls(self.central, "ovn-controller", node.settings.system_id)
         self._reach_central(node, tls.ctl_flags() if tls else [])
         try:
-            out = start_controller(node, ovs_db, self.central["OVN_SB_DB_SSL"], tls)
+            out = start_controller(
+                node, ovs_db, self.central["OVN_SB_DB_SSL"], tls, registered=self.registered
+            )
         except DaemonError as e:
             raise DaemonError(f"{node.settings.system_id} cannot join the cluster: {e}") from e
         # as this node's daemons reach OVN central: over the underlay (see cluster.env for the

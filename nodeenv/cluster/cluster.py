@@ -112,7 +112,11 @@ class Cluster:
         """What node `n` runs: what every node runs, then a replica of each cluster-wide controller
         if it is one of the nodes that run them."""
         replicas = controller_replicas() if self.settings.runs_controllers(n.index) else []
-        return [*self.node_components(central), *replicas]
+        every = self.node_components(central)
+        for c in every:  # the node's name, whatever its OVS system-id (a reinstalled node's is new)
+            if isinstance(c, NodeChassis | CniComponent):
+                c.node_name = n.name
+        return [*every, *replicas]
 
     def controller_nodes(self) -> list[ClusterNode]:
         """The nodes that run a replica of each cluster-wide controller."""
@@ -220,6 +224,12 @@ class Cluster:
         if self.cluster_file.exists():
             self._write_files(read_env_file(self.control.env_file), self._central_env())
         return stopped
+
+    def rewrite_files(self) -> None:
+        """After a node came back by other means (nodeenv/cluster/reboot.py): the tunnels learned
+        both ways and the cluster files written for the nodes there are now."""
+        self._learn_tunnel_neighbours()
+        self._write_files(read_env_file(self.control.env_file), self._central_env())
 
     def _central_env(self) -> dict[str, str]:
         return read_env_file(self.central.env_file)

@@ -145,7 +145,7 @@ class Snapshot:
                 "ovn-nbctl", nb, "Logical_Switch_Port", ["_uuid", "name", "addresses", "external_ids"]
             ),
             address_sets=rows("ovn-nbctl", nb, "Address_Set", ["name", "addresses", "external_ids"]),
-            chassis=rows("ovn-sbctl", sb, "Chassis", ["_uuid", "name"]),
+            chassis=rows("ovn-sbctl", sb, "Chassis", ["_uuid", "name", "hostname"]),
             bindings=rows("ovn-sbctl", sb, "Port_Binding", ["logical_port", "chassis"]),
             ovs=ovs,
             links=links,
@@ -169,7 +169,7 @@ def problems(
 
     out += _unique_addresses(snap, pods)
     by_lsp = {p["name"]: p for p in snap.ports}
-    chassis_name = {c["_uuid"]: c["name"] for c in snap.chassis}
+    chassis_name = {c["_uuid"]: _node_of(c) for c in snap.chassis}
     bound = {b["logical_port"]: chassis_name.get(next(iter(_as_list(b["chassis"])), ""), "")
              for b in snap.bindings}  # fmt: skip
     for pod in pods:
@@ -263,10 +263,17 @@ def _nodes(snap: Snapshot, live: Sequence[str]) -> list[str]:
             out.append(f"node {node} has no management port in the NB")
     out += [f"NB still holds state of node {n}, which is not in the cluster"
             for n in sorted(o for o in owners if o and o not in live)]  # fmt: skip
-    chassis = {c["name"] for c in snap.chassis}
+    chassis = Counter(_node_of(c) for c in snap.chassis)
     out += [f"node {n} has no chassis in the SB" for n in live if n not in chassis]
-    out += [f"SB chassis {c} is no node of the cluster" for c in sorted(chassis - set(live))]
+    out += [f"node {n} has {k} chassis in the SB" for n, k in sorted(chassis.items()) if k > 1]
+    out += [f"SB chassis {c} is no node of the cluster" for c in sorted(set(chassis) - set(live))]
     return out
+
+
+def _node_of(chassis: Row) -> str:
+    """The node a Chassis is: its hostname (the node's name; a reinstalled node's system-id is new),
+    else its name (the system-id, the node's name unless reinstalled)."""
+    return str(chassis.get("hostname") or chassis["name"])
 
 
 def settle(

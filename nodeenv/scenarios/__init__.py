@@ -17,6 +17,7 @@ from nodeenv.scenarios import (
     metrics,
     monitoring,
     node_failure,
+    node_rejoin,
     ovn_alive,
     ovn_tls,
     plasmacloud,
@@ -48,6 +49,7 @@ SCENARIOS = (
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved
     cold_restart,  # a cluster only: every daemon killed at once and started again, pods kept
     db_bounds,  # a cluster only: NB/SB file sizes and free disk exported; a compaction shrinks them
+    node_rejoin,  # a cluster only: runs every earlier cleanup first; the last node rebooted, reinstalled
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip

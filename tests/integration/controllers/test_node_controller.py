@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cni.management import management_names
+from cni.management import K_CHASSIS, management_names
 from cni.ovn import K_NODE, connect
 from cni.ovn_egress import pods_set_name
 from cni.ovn_nb import Northbound
@@ -67,6 +67,18 @@ def _ports_of(nb: Northbound, node: str) -> list[str]:
     return sorted(p.name for p in nb.owned_ports(node))
 
 
+def _start(ovn_node: Node, kube_api: Any) -> tuple[Any, asyncio.Event, asyncio.Task[int]]:
+    """node-controller on the session's NB/SB as its ServiceAccount: (app, its stop, its task)."""
+    app, stop = make_app(), asyncio.Event()
+    e = ovn_node.endpoints
+    argv = ["--kubeconfig", str(kube_api.kubeconfig_for(SA)), "--leader-elect=true",
+            "--leader-elect-lease-namespace=kube-system", "--metrics-address=off",
+            "--ovn-nb-db", e["OVN_NB_DB"], "--ovn-sb-db", e["OVN_SB_DB"]]  # fmt: skip
+    task = asyncio.create_task(app.run(parse("node-controller", "", argv, {}, prefix=PREFIX,
+                                             add_arguments=add_arguments), stop))  # fmt: skip
+    return app, stop, task
+
+
 @pytest.fixture
 async def api(kube_api: Any) -> AsyncIterator[KubeClient]:
     async with client_for(kube_api.kubeconfig) as c:
@@ -85,13 +97,7 @@ async def test_a_deleted_node_is_released_and_nothing_else(
     stays_ip, _ = _as_its_agent(ovn_node, nb, "stays-1", 2, "198.51.101.0/24")
     for chassis, ip in (("gone-1", "192.0.2.61"), ("stays-1", "192.0.2.62"), ("hypervisor-7", "192.0.2.63")):
         _sbctl(ovn_node, "chassis-add", chassis, "geneve", ip)
-    app, stop = make_app(), asyncio.Event()
-    e = ovn_node.endpoints
-    argv = ["--kubeconfig", str(kube_api.kubeconfig_for(SA)), "--leader-elect=true",
-            "--leader-elect-lease-namespace=kube-system", "--metrics-address=off",
-            "--ovn-nb-db", e["OVN_NB_DB"], "--ovn-sb-db", e["OVN_SB_DB"]]  # fmt: skip
-    task = asyncio.create_task(app.run(parse("node-controller", "", argv, {}, prefix=PREFIX,
-                                             add_arguments=add_arguments), stop))  # fmt: skip
+    app, stop, task = _start(ovn_node, kube_api)
     try:
         await eventually(lambda: app.is_leader, what="controller running")
         await asyncio.sleep(1)  # the start's sweep: every node is listed, nothing is released
@@ -135,4 +141,67 @@ async def test_a_deleted_node_is_released_and_nothing_else(
         for switch in ("k8s-nodes-test", management_names("gone-1")[0], management_names("stays-1")[0]):
             _nbctl(ovn_node, "--if-exists", "ls-del", switch)
             _nbctl(ovn_node, "--if-exists", "lrp-del", f"rtr-{switch}")
+        db.stop()
+
+
+async def test_a_reinstalled_nodes_stale_chassis_goes_once_its_agent_reports_the_new_one(
+    ovn_node: Node, kube_api: Any, api: KubeClient
+) -> None:
+    """Issue 29 item 3: a node reinstalled under its old name has a new system-id; its old Chassis
+    (its hostname, its Encap address) keeps the new one out of the SB until node-controller removes
+    it, which it does once the node's agent names the new chassis on its management port."""
+    db = connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound")
+    nb = Northbound(db, owner="test")
+    for node in ("reinst-1", "twin-1"):
+        await api.create(NODES, {"metadata": {"name": node}})
+    _as_its_agent(ovn_node, nb, "reinst-1", 0, "198.51.102.0/24")
+    # another node whose chassis reports the same hostname (nodes sharing one): its agent reports it
+    _as_its_agent(ovn_node, nb, "twin-1", 0, "198.51.103.0/24")
+    nb.set_port_ids(management_names("twin-1")[1], {K_CHASSIS: "twin-1-ch"})
+    _sbctl(ovn_node, "chassis-add", "twin-1-ch", "geneve", "192.0.2.74")
+    _sbctl(ovn_node, "set", "Chassis", "twin-1-ch", "hostname=reinst-1")
+    for name, host, ip in (("reinst-1-old", "reinst-1", "192.0.2.71"), ("stays-2", "stays-2", "192.0.2.72"),
+                           ("hypervisor-9", "hv9.example", "192.0.2.73")):  # fmt: skip
+        _sbctl(ovn_node, "chassis-add", name, "geneve", ip)
+        _sbctl(ovn_node, "set", "Chassis", name, f"hostname={host}")
+    # the failure mode: the new chassis cannot register while the old one holds the Encap address
+    refused = subprocess.run(["ovn-sbctl", f"--db={ovn_node.endpoints['OVN_SB_DB']}", "--timeout=10",
+                              "chassis-add", "reinst-1-new", "geneve", "192.0.2.71"],
+                             capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode != 0 and "constraint violation" in refused.stderr, refused.stderr
+    app, stop, task = _start(ovn_node, kube_api)
+
+    def chassis() -> str:
+        return _sbctl(ovn_node, "--columns=name", "list", "Chassis")
+
+    try:
+        await eventually(lambda: app.is_leader, what="controller running")
+        await asyncio.sleep(1)  # the start's sweep: no agent named a chassis yet, nothing removed
+        assert "reinst-1-old" in chassis()
+
+        nb.set_port_ids(management_names("reinst-1")[1], {K_CHASSIS: "reinst-1-new"})  # the new agent
+        await eventually(lambda: "reinst-1-old" not in chassis(), what="stale chassis removed", timeout=10)
+        _sbctl(ovn_node, "chassis-add", "reinst-1-new", "geneve", "192.0.2.71")  # it registers now
+        _sbctl(ovn_node, "set", "Chassis", "reinst-1-new", "hostname=reinst-1")
+        await asyncio.sleep(1)
+        now = chassis()
+        assert "reinst-1-new" in now and "stays-2" in now and "hypervisor-9" in now and "twin-1-ch" in now
+        assert ovn_node.settings.system_id in now  # this session's own node: no agent report, untouched
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
+        for node in ("reinst-1", "twin-1"):
+            nb.egress().delete(node)
+            nb.guard().delete(node)
+            for port in _ports_of(nb, node):
+                nb.delete_port(port)
+            switch = management_names(node)[0]
+            _nbctl(ovn_node, "--if-exists", "ls-del", switch)
+            _nbctl(ovn_node, "--if-exists", "lrp-del", f"rtr-{switch}")
+        for name in ("reinst-1-old", "reinst-1-new", "stays-2", "hypervisor-9", "twin-1-ch"):
+            _sbctl(ovn_node, "--if-exists", "chassis-del", name)
+        for prefix in ("198.51.102.0/24", "198.51.103.0/24"):
+            _nbctl(ovn_node, "--if-exists", "lr-route-del", "k8s-cluster-router", prefix)
+        for node in ("reinst-1", "twin-1"):
+            await api.delete(NODES, "", node)
         db.stop()

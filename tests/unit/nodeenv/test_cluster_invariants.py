@@ -82,6 +82,8 @@ def _broken(change: str) -> Snapshot:
         s.address_sets[0]["addresses"] = ["10.9.1.2", "10.9.1.7"]
     elif change == "dead node's chassis":
         s.chassis.append({"_uuid": "c-node3", "name": "node3"})
+    elif change == "reinstalled node's stale chassis":
+        s.chassis.append({"_uuid": "c-node1-old", "name": "8d1f0c2e", "hostname": "node1"})
     elif change == "dead node's state":
         s.address_sets.append(
             {"name": pods_set_name("node3"), "addresses": [], "external_ids": {K_NODE: "node3"}}
@@ -103,6 +105,7 @@ def _broken(change: str) -> Snapshot:
         ("no binding", "its SB port binding is on chassis 'none'"),
         ("leaked egress", "egress set of node1: leaked ['10.9.1.7']"),
         ("dead node's chassis", "SB chassis node3 is no node of the cluster"),
+        ("reinstalled node's stale chassis", "node node1 has 2 chassis in the SB"),
         ("dead node's state", "NB still holds state of node node3"),
         ("outside subnet", "outside its switch's subnet 10.9.1.0/24"),
     ],
