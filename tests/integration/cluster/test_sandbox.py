@@ -42,7 +42,7 @@ def _rows(out: str) -> dict[str, tuple[str, str]]:
     return rows
 
 
-@pytest.mark.timeout(1200)  # the whole scenario (cold restart, node failure, upgrade steps): ~5-8 min, more under load
+@pytest.mark.timeout(1200)  # the whole scenario (cold restart, rejoin, node failure): ~6-8 min
 def test_make_sandbox_runs_the_scenario_on_three_nodes(
     short_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
