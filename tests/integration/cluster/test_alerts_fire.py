@@ -95,12 +95,13 @@ class Alerting:
 
     def fire_and_resolve(
         self, alert: str, fault: str, labels: dict[str, str], inject: Callable[[], object],
-        repair: Callable[[], object], resolve_within: float = 2 * INTERVAL,
+        repair: Callable[[], object], resolve_within: float = 2 * INTERVAL, shows_within: float = 0.0,
     ) -> None:  # fmt: skip
         """Inject (returns once the fault holds); the alert firing (with `labels`) within its for + 2
-        intervals of that; repair; the alert neither firing nor pending within `resolve_within` (+ this
-        test's polling)."""
-        api, limit = self.api, for_seconds(alert) + 2 * INTERVAL + POLL
+        intervals of the fault showing in the metric (`shows_within` of the injection: a daemon that
+        notices it on its own schedule); repair; the alert neither firing nor pending within
+        `resolve_within` (+ this test's polling)."""
+        api, limit = self.api, shows_within + for_seconds(alert) + 2 * INTERVAL + POLL
         assert not [a for a in api.alerts() if a.name == alert], f"{alert} active before the fault"
         inject()
         t0 = time.monotonic()
@@ -115,7 +116,7 @@ class Alerting:
         with self.log.open("a") as f:
             f.write(f"{alert}\t{fault}\t{fired:.1f}\t{resolved:.1f}\n")
         assert fired <= limit, (
-            f"{alert} fired {fired:.1f} s after {fault}: later than for + 2 intervals ({limit} s)"
+            f"{alert} fired {fired:.1f} s after {fault}: later than for + 2 intervals ({limit:g} s)"
         )
         assert resolved <= resolve_within + POLL, f"{alert} resolved {resolved:.1f} s after the repair"
 
