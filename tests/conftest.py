@@ -7,6 +7,7 @@ never skip: when a prerequisite is missing the fixture fails the test loudly.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import sys
@@ -138,6 +139,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     with the userspace datapath runs per machine: they run first, before any test starts the
     session's OVN node (`ovn_node` stays up until the session ends)."""
     items.sort(key=lambda item: item.get_closest_marker("own_ovs") is None)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A daemon's main() run in-process (common.jsonlog.setup_logging) replaces the root logger's
+    handlers with one on the test's captured stderr, which pytest closes after the test: every later
+    log line (threads of later tests included) would end in "Logging error". Put them back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 STACK_PROBED = ("ovs-vswitchd", "ovn-controller")

@@ -152,7 +152,11 @@ async def test_a_reinstalled_nodes_stale_chassis_goes_once_its_agent_reports_the
     it, which it does once the node's agent names the new chassis on its management port."""
     db = connect(ovn_node.endpoints["OVN_NB_DB"], "OVN_Northbound")
     nb = Northbound(db, owner="test")
-    for node in ("reinst-1", "twin-1"):
+    # every node of the cluster is a Node, this session's own too: without it, the start's sweep
+    # releases its management switch under the running agent (later tests' pods then got its subnet)
+    here = management_names(ovn_node.settings.system_id)[0]
+    had_here = here in _nbctl(ovn_node, "--bare", "--columns=name", "list", "Logical_Switch").split()
+    for node in ("reinst-1", "twin-1", ovn_node.settings.system_id):
         await api.create(NODES, {"metadata": {"name": node}})
     _as_its_agent(ovn_node, nb, "reinst-1", 0, "198.51.102.0/24")
     # another node whose chassis reports the same hostname (nodes sharing one): its agent reports it
@@ -187,6 +191,8 @@ async def test_a_reinstalled_nodes_stale_chassis_goes_once_its_agent_reports_the
         now = chassis()
         assert "reinst-1-new" in now and "stays-2" in now and "hypervisor-9" in now and "twin-1-ch" in now
         assert ovn_node.settings.system_id in now  # this session's own node: no agent report, untouched
+        switches = _nbctl(ovn_node, "--bare", "--columns=name", "list", "Logical_Switch").split()
+        assert (here in switches) == had_here, "this session's node (a Node) keeps its management switch"
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
