@@ -40,7 +40,15 @@ from controllers.netpol.adminpolicy import (
 )
 from controllers.netpol.ovn_apply import ApplyStats, PortInfo
 from controllers.netpol.policy import InvalidPolicy, NetworkPolicy, parse_policy
-from controllers.netpol.translate import DEFAULT_PRIORITIES, Desired, Frozen, Member, Priorities, translate
+from controllers.netpol.translate import (
+    DEFAULT_PRIORITIES,
+    Desired,
+    Frozen,
+    Member,
+    Priorities,
+    TranslateMemo,
+    translate,
+)
 from controllers.resources import Pod
 
 log = logging.getLogger(__name__)
@@ -110,6 +118,9 @@ class NetpolReconciler:
         self.admin = admin
         self._reported: dict[str, str] = {}
         self.last: ApplyStats | None = None
+        self.memo = TranslateMemo()
+        self._parsed: dict[str, tuple[str, NetworkPolicy | str]] = {}
+        """policy key -> (the resourceVersion it was parsed at, the policy or why it is invalid)"""
 
     async def reconcile(self, key: str) -> None:
         since = self.metrics.take_pending() if self.metrics is not None else None
@@ -130,7 +141,7 @@ class NetpolReconciler:
         nodes = [ip for p in ports if p.management for ip in p.ips]
         logs = self._namespace_logging()
         desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, prio=self.priorities,
-                                     logging=logs)  # fmt: skip
+                                     logging=logs, memo=self.memo)  # fmt: skip
         if skipped:  # what OVN holds of the skipped policies keeps their pods isolated
             previous = await asyncio.to_thread(self.nb.previous)
             desired, skipped = translate(parsed, members, labels, nodes, invalid=invalid, previous=previous,
@@ -163,13 +174,31 @@ class NetpolReconciler:
                      self.last.created, self.last.changed, self.last.deleted)  # fmt: skip
 
     def _policies(self) -> tuple[list[NetworkPolicy], dict[str, str]]:
+        """Every policy parsed; one whose resourceVersion is the one it was parsed at is not parsed
+        again (the API gives every write a new one; an object without one is always parsed)."""
         parsed, invalid = [], {}
+        cache: dict[str, tuple[str, NetworkPolicy | str]] = {}
         for obj in self.policies.list():
-            try:
-                parsed.append(parse_policy(obj))
-            except InvalidPolicy as e:
-                meta = obj.get("metadata", {})
-                invalid[f"{meta.get('namespace')}/{meta.get('name')}"] = str(e)
+            meta = obj.get("metadata", {})
+            key, version = (
+                f"{meta.get('namespace')}/{meta.get('name')}",
+                str(meta.get("resourceVersion") or ""),
+            )
+            hit = self._parsed.get(key)
+            if version and hit is not None and hit[0] == version:
+                got = hit[1]
+            else:
+                try:
+                    got = parse_policy(obj)
+                except InvalidPolicy as e:
+                    got = str(e)
+            if version:
+                cache[key] = (version, got)
+            if isinstance(got, str):
+                invalid[key] = got
+            else:
+                parsed.append(got)
+        self._parsed = cache
         return parsed, invalid
 
     def _members(self, ports: list[PortInfo]) -> list[Member]:

@@ -150,6 +150,60 @@ class _World:
         return [m for ms in self.by_ns.values() for m in ms]
 
 
+Translated = tuple[PortGroup, list[AddressSet]]
+
+
+@dataclass
+class TranslateMemo:
+    """Each policy's translation, reused while the policy, the pods, namespaces and priorities it
+    was computed against are the same: a policy created, changed or deleted translates that policy
+    alone (the others' port groups and address sets are the very objects of the last reconcile, so
+    the apply's comparison with what it wrote last is cheap too); a pod or namespace change
+    translates them all. Looked up by the policy's key, then compared (a parsed policy the caller
+    kept is the same object: comparing it costs nothing, hashing it would walk all of it)."""
+
+    world: tuple[list[Member], dict[str, dict[str, str]], Priorities] | None = None
+    results: dict[str, tuple[NetworkPolicy, LogSetting, Translated | str]] = field(default_factory=dict)
+    """policy key -> (the policy, its namespace's logging, its translation or why it is skipped)"""
+    hits: int = 0
+    used: set[str] = field(default_factory=set)
+
+    def use(
+        self, members: Sequence[Member], namespaces: Mapping[str, Mapping[str, str]], prio: Priorities
+    ) -> None:
+        """At a translation's start: forget every result if the world it was computed in changed."""
+        world = (list(members), {n: dict(labels) for n, labels in namespaces.items()}, prio)
+        if world != self.world:
+            self.world, self.results = world, {}
+        self.used = set()
+
+    def prune(self) -> None:
+        """At its end: keep only the policies it translated (a deleted policy's result goes)."""
+        self.results = {k: v for k, v in self.results.items() if k in self.used}
+
+
+def _translated(
+    world: _World, p: NetworkPolicy, prio: Priorities, logs: LogSetting, memo: TranslateMemo | None
+) -> Translated:
+    """`_policy`, through the memo when there is one (its UnknownNamedPort raised again)."""
+    if memo is None:
+        return _policy(world, p, prio, logs)
+    memo.used.add(p.key)
+    hit = memo.results.get(p.key)
+    if hit is not None and hit[0] == p and hit[1] == logs:
+        memo.hits += 1
+        got = hit[2]
+    else:
+        try:
+            got = _policy(world, p, prio, logs)
+        except UnknownNamedPort as e:
+            got = str(e)
+        memo.results[p.key] = (p, logs, got)
+    if isinstance(got, str):
+        raise UnknownNamedPort(got)
+    return got
+
+
 def translate(
     policies: Iterable[NetworkPolicy],
     members: Sequence[Member],
@@ -160,19 +214,23 @@ def translate(
     previous: Mapping[str, Frozen] = {},
     prio: Priorities = DEFAULT_PRIORITIES,
     logging: Mapping[str, LogSetting] = {},
+    memo: TranslateMemo | None = None,
 ) -> tuple[Desired, dict[str, str]]:
     """The desired OVN state, and {policy key: reason} for every policy skipped as invalid.
 
     `invalid` are the policies that did not parse; `previous` what OVN holds of each policy
     (from its port group). A skipped policy's objects are left as they are (the caller does
     not touch that owner) and the pods it isolated stay in their namespace's default deny:
-    an invalid update never opens traffic. `logging` is each namespace's verdict logging.
+    an invalid update never opens traffic. `logging` is each namespace's verdict logging. `memo`
+    keeps each policy's translation between calls (TranslateMemo).
     """
     world, out, skipped = _World(members, namespaces), Desired(), dict(invalid)
+    if memo is not None:
+        memo.use(members, namespaces, prio)
     isolated: dict[tuple[str, Direction], set[str]] = defaultdict(set)
     for p in sorted(policies, key=lambda p: p.key):
         try:
-            pg, sets = _policy(world, p, prio, logging.get(p.namespace, OFF))
+            pg, sets = _translated(world, p, prio, logging.get(p.namespace, OFF), memo)
         except UnknownNamedPort as e:
             skipped[p.key] = str(e)
             continue
@@ -180,6 +238,8 @@ def translate(
         out.address_sets.update((s.name, s) for s in sets)
         for d in p.types:
             isolated[(p.namespace, d)] |= pg.ports
+    if memo is not None:
+        memo.prune()
     for f in (previous[k] for k in skipped if k in previous):
         for d in ("Ingress", "Egress"):
             if d in f.types:

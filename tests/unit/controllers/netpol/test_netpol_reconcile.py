@@ -138,3 +138,22 @@ async def test_namespace_annotation_logs_its_acls_and_its_change_reconciles() ->
     logged = [a.log for pg in desired.port_groups.values() for a in pg.acls if a.log is not None]
     assert [(x.name, x.severity) for x in logged] == [("np-deny/a/Ingress", "alert")]
     assert logging_changed(plain, annotated) and not logging_changed(annotated, annotated)
+
+
+async def test_a_policy_is_parsed_again_only_at_a_new_resource_version() -> None:
+    nb, events = FakeNorthbound(), FakeEvents()
+    ok = {**policy("p"), "metadata": {**policy("p")["metadata"], "resourceVersion": "1"}}
+    pols, pods, nss = stores(ok)
+    r = NetpolReconciler(nb, pols, pods, nss, events=events)  # type: ignore[arg-type]
+    await r.reconcile("cluster")
+    assert policy_group("a/p") in nb.applied[-1][0].port_groups
+    spec = {"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/33"}}]}]}
+    bad = {**ok, "metadata": {**ok["metadata"], "resourceVersion": "2"}, "spec": spec}
+    pols.upsert(bad)
+    await r.reconcile("cluster")
+    assert policy_group("a/p") not in nb.applied[-1][0].port_groups
+    assert [e[:2] for e in events.recorded] == [("p", "InvalidNetworkPolicy")]
+    pols.upsert(ok | {"metadata": {**ok["metadata"], "resourceVersion": "3"}})
+    await r.reconcile("cluster")
+    assert policy_group("a/p") in nb.applied[-1][0].port_groups
+    assert set(r._parsed) == {"a/p"}

@@ -158,3 +158,55 @@ def test_acl_count_is_linear_in_rules_not_pods() -> None:
     lots, _ = translate(policies, many, NAMESPACES, [])
     assert few.acl_count() == 10 + 2 and lots.acl_count() == 100 + 2
     assert len(lots.port_groups) == 101 and len(lots.port_groups[policy_group("a/p7")].ports) == 500
+
+
+def test_memo_translates_only_the_changed_policy_and_gives_the_same_state() -> None:
+    from controllers.netpol.translate import TranslateMemo
+
+    memo = TranslateMemo()
+    web = np("web", podSelector=WEB, ingress=[{"from": [FE]}])
+    fe = np("fe", podSelector={"matchLabels": {"app": "fe"}}, ingress=[{"ports": [{"port": "http"}]}])
+    run(web, fe, memo=memo)
+    assert memo.hits == 0
+    other = np("other", ns="b", ingress=[{"from": [{"namespaceSelector": {}}]}])
+    got = run(web, fe, other, memo=memo)
+    assert memo.hits == 2  # web and fe reused, other translated
+    assert got == run(web, fe, other)
+    assert run(web, other, memo=memo) == run(web, other)  # a policy deleted: its result goes
+    assert set(memo.results) == {"a/web", "b/other"}
+    changed = np("web", podSelector=WEB, ingress=[{"from": [{"podSelector": {}}]}])  # same key, new spec
+    assert run(changed, other, memo=memo) == run(changed, other)
+
+
+def test_memo_is_forgotten_when_a_pod_or_a_namespace_changes() -> None:
+    from controllers.netpol.translate import TranslateMemo
+
+    memo = TranslateMemo()
+    web = np(
+        "web",
+        podSelector=WEB,
+        ingress=[{"from": [FE, {"namespaceSelector": {"matchLabels": {"team": "blue"}}}]}],
+    )
+    run(web, memo=memo)
+    relabelled = [
+        Member(namespace=m.namespace, name=m.name, labels={"app": "web"}, lsp=m.lsp, ips=m.ips, ports=m.ports)
+        if m.lsp == "fe-1" else m
+        for m in MEMBERS
+    ]  # fmt: skip
+    got = translate([web], relabelled, NAMESPACES, ["10.0.0.2"], memo=memo)
+    assert got == translate([web], relabelled, NAMESPACES, ["10.0.0.2"])
+    assert "fe-1" in got[0].port_groups[policy_group("a/web")].ports
+    spaces = {**NAMESPACES, "b": {"team": "green"}}
+    got = translate([web], relabelled, spaces, ["10.0.0.2"], memo=memo)
+    assert got == translate([web], relabelled, spaces, ["10.0.0.2"])
+    assert "10.0.2.3" not in sets_named(got[0])[f"{policy_group('a/web')}_in0"]
+    assert memo.hits == 0
+
+
+def test_memo_keeps_a_skipped_policy_skipped() -> None:
+    from controllers.netpol.translate import TranslateMemo
+
+    memo = TranslateMemo()
+    bad = np("bad", ingress=[{"ports": [{"port": "nope"}]}])
+    first, second = run(bad, memo=memo), run(bad, memo=memo)
+    assert memo.hits == 1 and first[1] == second[1] and "nope" in second[1]["a/bad"]
