@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -93,14 +94,16 @@ def test_writers_report_a_full_disk_and_converge_once_space_returns(
         assert nbctl_failing.returncode != 0, "a write went through on a full disk"
         api.create(service("web", NS, PORTS))
         api.create(endpoint_slice("web", NS, [first.ip], [{"name": "http", "port": 8080, "protocol": "TCP"}]))
-        notes = eventually(lambda: warnings_on(api, "web"), bool, timeout=120, every=1)
-        print(f"\nWarning Event on svc/web: {notes[:1]}")
-        assert any("not committed" in n for n in notes), notes
-        assert txn_errors(cluster, "FIBERLB_METRICS") > before["FIBERLB_METRICS"]
-        started = time.monotonic()
-        failed, outcome = pods.add(node, NS)
+        with ThreadPoolExecutor(1) as pool:  # the ADD's write waits out its retries beside fiberlb's
+            started = time.monotonic()
+            adding = pool.submit(pods.add, node, NS)
+            notes = eventually(lambda: warnings_on(api, "web"), bool, timeout=120, every=1)
+            print(f"\nWarning Event on svc/web: {notes[:1]}")
+            assert any("not committed" in n for n in notes), notes
+            assert txn_errors(cluster, "FIBERLB_METRICS") > before["FIBERLB_METRICS"]
+            failed, outcome = adding.result()
         took = time.monotonic() - started
-        print(f"pod ADD on a full disk: failed after {took:.1f} s: {outcome.error[:300]}")
+        print(f"pod ADD (and its DEL) on a full disk: failed after {took:.1f} s: {outcome.error[:300]}")
         assert failed is None and not outcome.ok and "took no write" in outcome.error, outcome.error
         assert txn_errors(cluster, "PRISMNET_METRICS") > before["PRISMNET_METRICS"]
 
