@@ -213,12 +213,16 @@ class PortTimes:
 
 
 class StageClock:
-    """Raw monitors on the NB, the SB and one or more nodes' OVS dbs; `times[lsp]` fills in as
-    the rows change (first time each step is seen)."""
+    """Raw monitors (unix sockets) on the NB, the SB and one or more nodes' OVS dbs; `times[lsp]`
+    fills in as the rows change (first time each step is seen)."""
 
     def __init__(self, nb: str, sb: str, ovs: Iterable[str]) -> None:
         self.times: dict[str, PortTimes] = {}
         self._lock = threading.Lock()
+        nb, sb = (
+            nb.split(",")[0],
+            sb.split(",")[0],
+        )  # a cluster's list: one member's view (it lags the leader's by a commit)
         self._dbs = [
             RawOvsdb(nb, "OVN_Northbound", {"Logical_Switch_Port": ["name"]}),
             RawOvsdb(sb, "OVN_Southbound", {"Port_Binding": ["logical_port", "chassis"]}),

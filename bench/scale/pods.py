@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  size {s} ({time.perf_counter() - t0:.0f} s):")
             print_beside([("ours (prismnet ADD)", ours), ("floor (IDL, group commit)", floor)])
             print(f"    the agent's own medians (ms): {ctx.phases[s]}")
-    print_table(rows)
+        print_table(rows)  # before the teardown (DEL of every pod) takes its minutes
 
 
 if __name__ == "__main__":
