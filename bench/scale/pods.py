@@ -20,7 +20,6 @@ import argparse
 import math
 import os
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,47 +29,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import cpu
-from bench.bench_cni import CLUSTER, icmp_socket, phase_medians, ping_until
+from bench.bench_cni import bench_node, icmp_socket, phase_medians, ping_until
 from bench.cni_batch_floor import FloorPort, make_ports, remove_ports, switches
 from bench.cni_density import Pods, node_labels, sample
 from bench.cni_floor import RawOvsdb
 from bench.scale.floor import IdlFloor, StageClock, StageRun, floor_batch, print_beside, stage_run
 from bench.stats import pct
-from nodeenv.cni_component import CniComponent, installed_runtime
-from nodeenv.node import Node, NodeSettings
-from nodeenv.ovn_stack import OvnStack, missing_prerequisites
+from nodeenv.cni_component import installed_runtime
+from nodeenv.node import Node
+from nodeenv.ovn_stack import missing_prerequisites
 
 SIZES = (100, 300, 1000)
 NAMESPACES = 8
 PROBE, READY, CONC = 50, 10, 8
-K_CID = "prismnet.container-id"
-
-
-class ScalePods(Pods):
-    """Pods spread over NAMESPACES namespaces (a /24 each: 1,000 pods leave room for the floor's
-    ports from .200 up)."""
-
-    def make(self, n: int) -> list[tuple[str, str, str]]:
-        out = []
-        for _ in range(n):
-            self.seq += 1
-            netns = f"cnis-{os.getpid()}-{self.seq}"
-            subprocess.run(["ip", "netns", "add", netns], check=True)
-            cid = f"s{os.getpid()}x{self.seq:05d}".ljust(32, "0")
-            args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE=scale-{self.seq % NAMESPACES};K8S_POD_NAME=p{self.seq}"
-            out.append((netns, cid, args))
-        return out
-
-    def forget_netns(self) -> None:
-        for name in os.listdir("/run/netns") if os.path.isdir("/run/netns") else []:
-            if name.startswith(f"cnis-{os.getpid()}-"):
-                subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 @dataclass
 class PodsCtx:
     node: Node
-    pods: ScalePods
+    pods: Pods
     clock: StageClock
     floor: IdlFloor
     labels: dict[str, str]
@@ -83,24 +60,11 @@ class PodsCtx:
 
 
 @contextmanager
-def scale_node(tmp: Path) -> Iterator[Node]:
-    """A private node (own OVS/OVN, bridge br-cniscale) with the agent and the installed plugin."""
-    settings = NodeSettings(
-        run_dir=tmp / "node", bridge="br-cniscale", system_id="cni-scale", install_root=tmp / "root"
-    )
-    node = Node(settings, [OvnStack(), CniComponent(cluster_cidr=CLUSTER)])
-    node.up()
-    try:
-        yield node
-    finally:
-        node.down()
-
-
-@contextmanager
 def pods_context(tmp: Path) -> Iterator[PodsCtx]:
-    with scale_node(tmp) as node:
+    with bench_node(tmp, bridge="br-cniscale", system_id="cni-scale") as node:
         e = node.endpoints
-        pods = ScalePods("prismnet", installed_runtime(e, chained=False), "s")
+        # a /24 per namespace: 1,000 pods over 8 leave room for the floor's ports from .200 up
+        pods = Pods("prismnet", installed_runtime(e, chained=False), "s", NAMESPACES, "scale")
         clock = StageClock(e["OVN_NB_DB"], e["OVN_SB_DB"], [e["OVS_DB"]])
         floor = IdlFloor(e["OVN_NB_DB"], e["OVS_DB"], e["OVS_BRIDGE"])
         try:
