@@ -11,7 +11,8 @@ stage (NB row -> SB Port_Binding -> claim -> ovn-installed) by the same raw moni
 
     python -m bench.scale.pods [--sizes 100,300,1000]   (SCALE_MAX bounds the largest size)
 
-`step(ctx, size) -> dict[str, float]` is what `make bench BENCH=scale` calls per size.
+`step(ctx, size) -> dict[str, float]` measures one size on a PodsCtx; `frame_step(ctx, size)` is
+the same for `make bench BENCH=scale`'s frame (`Curve("pods", pods.SIZES, pods.frame_step)`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench import cpu
 from bench.bench_cni import bench_node, icmp_socket, phase_medians, ping_until
@@ -189,6 +191,26 @@ def step(ctx: PodsCtx, size: int) -> dict[str, float]:
         "ours stage-p99 " + ours.p99_stage(): ours.slowest.get(ours.p99_stage(), float("nan")),
         "floor stage-p99 " + floor.p99_stage(): floor.slowest.get(floor.p99_stage(), float("nan")),
     }
+
+
+def frame_step(ctx: Any, size: int) -> dict[str, float]:
+    """`step` for `make bench BENCH=scale`'s frame (its context has a `state` dict): the pods curve
+    runs on a private node of its own, made at the first size and removed after the largest one
+    within SCALE_MAX (or when a step fails)."""
+    stack: ExitStack | None = ctx.state.get("pods")
+    if stack is None:
+        stack = ctx.state["pods"] = ExitStack()
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="cnis-", dir="/tmp"))
+        ctx.state["pods_ctx"] = stack.enter_context(pods_context(Path(tmp)))
+    try:
+        row = step(ctx.state["pods_ctx"], size)
+    except BaseException:
+        stack.close()
+        raise
+    largest = max((s for s in SIZES if s <= int(os.environ.get("SCALE_MAX", "1000"))), default=0)
+    if size >= largest:
+        stack.close()
+    return row
 
 
 def slope(xs: list[float], ys: list[float]) -> float:
