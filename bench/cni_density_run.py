@@ -56,6 +56,7 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
 
 def _stages(clock: StageClock, ours: set[str], floor_prefix: str) -> list[tuple[str, StageRun]]:
     """Ours (the ports in `ours`) and the IDL floor's, each from its NB row to ovn-installed."""
+    clock.refresh()  # the floor's ports are known once their events are read
     idl = nb_to_installed(clock, [k for k in clock.times if k.startswith(floor_prefix)])
     clock.forget(floor_prefix)
     return [("ours (NB row on)", nb_to_installed(clock, ours)), ("IDL floor (NB row on)", idl)]
@@ -188,19 +189,13 @@ def print_targets(o: Batch, f: Batch, single: dict[str, list[float]], floors: Fl
         ("ADD p99 <= 1.5x bridge plugin's", f"{p99:.2f}x", p99 <= 1.5),
         ("single-pod ADD median <= 2x", f"{ours / ref:.2f}x", ours / ref <= 2.0),
     ]
-    nbctl, idl = floors.batch.get("nbctl"), floors.batch.get("idl")
-    if idl:
-        i99 = pct(o.add_ms, 99) / pct(idl.ms, 99)
-        rows.append(
-            ("ADD p99 against the IDL floor's p99 (long-lived, group commit)", f"{i99:.2f}x", i99 <= 1.2)
-        )
-        rows.append(
-            (
-                "pods/s against the IDL floor's ports/s",
-                f"{o.pods_per_s / idl.per_s:.2f}x",
-                o.pods_per_s >= idl.per_s / 1.2,
-            )
-        )
+    nbctl = floors.batch.get("nbctl")
+    bounds = [r for t, r in floors.batch.items() if t in ("raw", "idl")]
+    if bounds:  # long-lived connections, one port per transaction or group commit: the better of the two
+        r99 = pct(o.add_ms, 99) / min(pct(r.ms, 99) for r in bounds)
+        rows.append(("ADD p99 against OVN's floor p99 (the lower of raw, IDL)", f"{r99:.2f}x", r99 <= 1.2))
+        rps = o.pods_per_s / max(r.per_s for r in bounds)
+        rows.append(("pods/s against OVN's floor ports/s (higher of raw, IDL)", f"{rps:.2f}x", rps >= 0.83))
     if nbctl:
         dist = nbctl.per_s / o.pods_per_s
         rows.append(

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from bench.cni_batch_floor import FloorPort
 
 T = TypeVar("T")
+SB_MONITOR = {"Port_Binding": ["logical_port", "chassis"]}
 STAGES = ("northd", "vswitchd attach", "claim", "flows")
 NB_TABLES = {
     "Logical_Switch": ["name", "ports"],
@@ -213,19 +214,15 @@ class PortTimes:
 
 
 class StageClock:
-    """Raw monitors (unix sockets) on the NB, the SB and one or more nodes' OVS dbs; `times[lsp]`
-    fills in as the rows change (first time each step is seen)."""
+    """Raw monitors (unix sockets) on the NB, the SB (each member of a cluster's remote list) and
+    one or more nodes' OVS dbs; `times[lsp]` holds the earliest time each step was seen."""
 
     def __init__(self, nb: str, sb: str, ovs: Iterable[str]) -> None:
         self.times: dict[str, PortTimes] = {}
         self._lock = threading.Lock()
-        nb, sb = (
-            nb.split(",")[0],
-            sb.split(",")[0],
-        )  # a cluster's list: one member's view (it lags the leader's by a commit)
-        self._dbs = [
-            RawOvsdb(nb, "OVN_Northbound", {"Logical_Switch_Port": ["name"]}),
-            RawOvsdb(sb, "OVN_Southbound", {"Port_Binding": ["logical_port", "chassis"]}),
+        self._dbs = [  # every member of a cluster's list: a step counts when the first one shows it
+            *(RawOvsdb(m, "OVN_Northbound", {"Logical_Switch_Port": ["name"]}) for m in nb.split(",")),
+            *(RawOvsdb(m, "OVN_Southbound", SB_MONITOR) for m in sb.split(",")),
             *(RawOvsdb(o, "Open_vSwitch", {"Interface": ["name", "ofport", "external_ids"]}) for o in ovs),
         ]
         self._seen = [0] * len(self._dbs)
@@ -235,7 +232,8 @@ class StageClock:
 
     def _note(self, lsp: str, step: str, at: float) -> None:
         t = self.times.setdefault(lsp, PortTimes())
-        if getattr(t, step) is None:
+        seen = getattr(t, step)
+        if seen is None or at < seen:
             setattr(t, step, at)
 
     def refresh(self) -> None:
