@@ -14,7 +14,8 @@ from the NB commit to `ovn-installed` goes (issue 33 item 0).
 Stages of one port (ms):
   northd          NB row seen -> SB Port_Binding made (ovn-northd's recompute and SB write)
   vswitchd attach OVS Interface seen -> its ofport (ovs-vswitchd adding the port)
-  claim           Port_Binding and Interface both there -> Port_Binding.chassis set (ovn-controller)
+  claim           Port_Binding and Interface both there -> Port_Binding.chassis set (ovn-controller;
+                  a claim committed after ovn-installed, as through a RAFT SB, ends at ovn-installed)
   flows           claim and ofport both there -> `ovn-installed` (ovn-controller computes the port's
                   flows, ovs-vswitchd installs them and answers the barrier; the two are not told
                   apart from outside)
@@ -201,14 +202,15 @@ class PortTimes:
             self.ofport,
             self.installed,
         )
-        if nb is None or pb is None or claimed is None or iface is None or ofport is None:
+        if nb is None or pb is None or iface is None or ofport is None or installed is None:
             return None
-        if installed is None:
-            return None
+        # ovn-controller installs a port's flows while its claim is still being committed: through
+        # a RAFT SB the claim can show after ovn-installed, when it was not on the way to it
+        claimed = installed if claimed is None else min(claimed, installed)
         return {
             "northd": (pb - nb) * 1000,
             "vswitchd attach": (ofport - iface) * 1000,
-            "claim": (claimed - max(pb, iface)) * 1000,
+            "claim": max(0.0, claimed - max(pb, iface)) * 1000,
             "flows": (installed - max(claimed, ofport)) * 1000,
         }
 

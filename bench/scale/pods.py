@@ -9,7 +9,9 @@ gateway (ready: ADD start -> first reply). Then PROBE ports go straight to OVN t
 floor (bench/scale/floor.py) with `size` pods present, and removed. Both are broken down by
 stage (NB row -> SB Port_Binding -> claim -> ovn-installed) by the same raw monitors.
 
-    python -m bench.scale.pods [--sizes 100,300,1000]   (SCALE_MAX bounds the largest size)
+    flock /tmp/k8shost-ovn.lock python -m bench.scale.pods [--sizes 100,300,1000]
+
+(SCALE_MAX bounds the largest size; the lock: one userspace-datapath ovs-vswitchd per machine)
 
 `step(ctx, size) -> dict[str, float]` measures one size on a PodsCtx; `frame_step(ctx, size)` is
 the same for `make bench BENCH=scale`'s frame (`Curve("pods", pods.SIZES, pods.frame_step)`).

@@ -43,6 +43,10 @@ def test_stages_follow_the_critical_path_of_one_port() -> None:
     assert st is not None
     assert st == pytest.approx({"northd": 50, "vswitchd attach": 190, "claim": 30, "flows": 100})
     assert PortTimes(nb=1.0).stages() is None  # not installed: no breakdown
+    late = PortTimes(nb=1.0, pb=1.05, iface=1.01, ofport=1.1, claimed=1.4, installed=1.3).stages()
+    assert late == pytest.approx({"northd": 50, "vswitchd attach": 90, "claim": 250, "flows": 0}), (
+        "a claim committed after ovn-installed (RAFT SB) ends at ovn-installed: no negative stage"
+    )
 
 
 def test_the_p99_is_named_by_the_slowest_ports_largest_stage() -> None:
