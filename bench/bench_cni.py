@@ -268,9 +268,9 @@ def _compare(sources: dict[str, set[str]], live: set[str], ips: list[str]) -> li
 
 
 @contextmanager
-def bench_node(tmp: Path) -> Iterator[Node]:
+def bench_node(tmp: Path, bridge: str = "br-cnibench", system_id: str = "cni-bench") -> Iterator[Node]:
     settings = NodeSettings(
-        run_dir=tmp / "node", bridge="br-cnibench", system_id="cni-bench", install_root=tmp / "root"
+        run_dir=tmp / "node", bridge=bridge, system_id=system_id, install_root=tmp / "root"
     )
     node = Node(settings, [OvnStack(), CniComponent(cluster_cidr=CLUSTER)])
     node.up()

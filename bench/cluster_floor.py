@@ -8,6 +8,11 @@ to the node's NB remote list (over the underlay, to the RAFT leader, as its agen
 `ovs-vsctl --no-wait add-port ... iface-id=...` to its node's OVSDB, timed until that
 node's ovn-controller sets `ovn-installed`, at the same concurrency. It runs on the density
 batches' namespace switches once their pods are gone (addresses from .10 up) and removes its ports.
+
+That is what a script on the node pays, not a bound (the agent beats it). `cluster_idl_floor` is
+the bound: the same ports through bench/scale/floor.py's IdlFloor, one long-lived IDL to the NB
+and one to the node's OVS db per node (group commit), with each port's NB row -> ovn-installed
+broken down by stage.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from bench.cni_batch_floor import (
     until_installed,
 )
 from bench.cni_floor import RawOvsdb
+from bench.scale.floor import IdlFloor, StageClock, StageRun, stage_run
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.node import read_env_file
 from nodeenv.ovn_pki import client_tls
@@ -73,3 +79,37 @@ def cluster_floor(c: Cluster, n: int, conc: int, switch_names: list[str], labels
         remove_ports(ports, lambda p: envs[p.node_netns])
         for m in monitors.values():
             m.close()
+
+
+def cluster_idl_floor(c: Cluster, n: int, conc: int, switch_names: list[str]) -> StageRun:
+    """The ports of `cluster_floor` through one IdlFloor per node (NB over the members' unix
+    sockets, the leader found by ovnaccess), timed from each port's write to ovn-installed."""
+    env = read_env_file(c.env_file)
+    subnets = switches(env["OVN_NB_DB"], switch_names)
+    if not subnets:
+        raise RuntimeError(f"none of the switches {switch_names} exists: run the CNI batch first")
+    nodes = list(c.nodes)
+    envs = {x.netns: {"OVS_DB": x.env["OVS_DB"], "OVN_NB_DB": env["OVN_NB_DB"]} for x in nodes}
+    clock = StageClock(env["OVN_NB_DB"], env["OVN_SB_DB"], [x.env["OVS_DB"] for x in nodes])
+    floors = {x.netns: IdlFloor(env["OVN_NB_DB"], x.env["OVS_DB"], bridge(x.env)) for x in nodes}
+    started: dict[str, float] = {}
+
+    def one(p: FloorPort) -> None:
+        started[p.lsp] = time.monotonic()
+        floors[p.node_netns].bind(p)
+        clock.installed_at(p.lsp)
+
+    ports: list[FloorPort] = []
+    try:
+        make_ports(n, subnets, "i", ports, node_netns=lambda k: nodes[k % len(nodes)].netns, first_host=10)
+        time.sleep(0.5)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(conc) as ex:
+            list(ex.map(one, ports))
+        return stage_run(clock, started, time.perf_counter() - t0)
+    finally:
+        for ns, f in floors.items():
+            f.unbind([p for p in ports if p.node_netns == ns])
+            f.close()
+        remove_ports(ports, lambda p: envs[p.node_netns])
+        clock.close()

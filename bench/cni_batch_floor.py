@@ -6,7 +6,11 @@ OVN's). Per port, timed from its first write until ovn-controller sets `ovn-inst
 - `nbctl`: one `ovn-nbctl lsp-add ... -- lsp-set-addresses ... -- lsp-set-port-security` and one
   `ovs-vsctl --no-wait add-port ... iface-id=...` process per port, as a script would do it;
 - `raw`: the same two transactions over one long-lived JSON-RPC connection per database (no
-  process start, no schema download per port): the least any client can ask of OVN.
+  process start, no schema download per port), one port per transaction;
+- `idl`: bench/scale/floor.py's IdlFloor: one ovsdbapp IDL per database (as the agent connects),
+  the ports waiting at the same moment written in one NB and then one OVS transaction (group
+  commit): the most an agent could batch. `nbctl` is what a script pays; `raw` and `idl` bound
+  what any agent can reach.
 
 The ports go onto the namespace switches the CNI run made (addresses from .200 up, which the
 density batches never reach), and are removed afterwards.
@@ -261,8 +265,11 @@ def floor_binders(e: dict[str, str], switch_names: list[str]) -> Iterator[FloorB
         raise RuntimeError(f"none of the switches {switch_names} exists: run the CNI batch first")
     bridge = e["OVS_BRIDGE"]
     monitor = RawOvsdb(e["OVS_DB"], "Open_vSwitch", {"Interface": ["name", "external_ids"]})
+    from bench.scale.floor import IdlFloor  # that module imports this one's FloorPort
+
     nb = SharedRawOvsdb(e["OVN_NB_DB"], "OVN_Northbound", {})
     ovs = SharedRawOvsdb(e["OVS_DB"], "Open_vSwitch", {})
+    idl = IdlFloor(e["OVN_NB_DB"], e["OVS_DB"], bridge)
     try:
         uuids = {sw: nb.uuid_of("Logical_Switch", sw) for sw in subnets}
         yield FloorBinders(
@@ -271,9 +278,11 @@ def floor_binders(e: dict[str, str], switch_names: list[str]) -> Iterator[FloorB
             {
                 "nbctl": bind_nbctl(e, bridge),
                 "raw": bind_raw(nb, ovs, ovs.uuid_of("Bridge", bridge), uuids),
+                "idl": idl.bind,
             },
         )
     finally:
+        idl.close()
         for c in (monitor, nb, ovs):
             c.close()
 

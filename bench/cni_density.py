@@ -89,6 +89,9 @@ class Pods:
     name: str
     runtime: CniRuntime
     tag: str
+    namespaces: int = NAMESPACES
+    ns_prefix: str = "dens"
+    """Pod k goes to Kubernetes namespace `<ns_prefix>-<k % namespaces>`."""
     live: dict[str, tuple[str, str, dict[str, Any]]] = field(default_factory=dict)
     """container id -> (netns, CNI_ARGS, result)"""
     seq: int = 0
@@ -100,7 +103,8 @@ class Pods:
             netns = f"cnid-{os.getpid()}-{self.tag}{self.seq}"
             subprocess.run(["ip", "netns", "add", netns], check=True)
             cid = f"d{self.tag}{os.getpid()}x{self.seq:05d}".ljust(32, "0")
-            args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE=dens-{self.seq % NAMESPACES};K8S_POD_NAME=p{self.seq}"
+            ns = f"{self.ns_prefix}-{self.seq % self.namespaces}"
+            args = f"IgnoreUnknown=1;K8S_POD_NAMESPACE={ns};K8S_POD_NAME=p{self.seq}"
             out.append((netns, cid, args))
         return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.cni_batch_floor import FloorRun, batch_floors, sequence_floors
 from bench.cni_density import (
@@ -27,6 +28,7 @@ from bench.cni_density import (
     sequential,
 )
 from bench.cni_floor import executable_floor
+from bench.scale.floor import StageClock, StageRun, nb_to_installed, print_beside
 from bench.stats import pct
 from nodeenv.cni_component import CniRuntime
 from nodeenv.node import Node
@@ -44,6 +46,25 @@ class DensityArgs:
 def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityArgs) -> None:
     labels, engines = node_labels(node.run_dir), engines_of(node)
     ours, ref = Pods("prismnet", ours_rt, "o"), Pods("bridge+host-local", ref_rt, "r")
+    e = node.endpoints
+    clock = StageClock(e["OVN_NB_DB"], e["OVN_SB_DB"], [e["OVS_DB"]])
+    try:
+        _run_density(node, ours, ref, a, labels, engines, clock)
+    finally:
+        clock.close()
+
+
+def _stages(clock: StageClock, ours: set[str], floor_prefix: str) -> list[tuple[str, StageRun]]:
+    """Ours (the ports in `ours`) and the IDL floor's, each from its NB row to ovn-installed."""
+    clock.refresh()  # the floor's ports are known once their events are read
+    idl = nb_to_installed(clock, [k for k in clock.times if k.startswith(floor_prefix)])
+    clock.forget(floor_prefix)
+    return [("ours (NB row on)", nb_to_installed(clock, ours)), ("IDL floor (NB row on)", idl)]
+
+
+def _run_density(
+    node: Node, ours: Pods, ref: Pods, a: DensityArgs, labels: dict[str, str], engines: Any, clock: StageClock
+) -> None:
     with cleanup_on_error(ours, ref):
         print(f"  density: {a.pods} pods at concurrency {a.conc}, {NAMESPACES} namespaces, {a.rounds} rounds")
         for p in (ref, ours):  # warm-up: namespace switches, page cache
@@ -59,7 +80,9 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
         switches = [f"k8s-dens-{i}" for i in range(NAMESPACES)]
         e = node.endpoints
         single_floor = single_pod_floor(node, switches, a.single)
+        clock.forget("floor-")
         runs: dict[str, list[Batch]] = {"ours": [], "ref": []}
+        seen = clock.ours()
         for r in range(a.rounds):
             order = [(ref, "ref"), (ours, "ours")] if r % 2 == 0 else [(ours, "ours"), (ref, "ref")]
             for p, key in order:
@@ -67,6 +90,7 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
                     density_round(p, a.pods, a.conc, labels, engines if p is ours else no_engines)
                 )
                 print_batch(runs[key][-1])
+        batch_ports = clock.ours() - seen
         o, f = pooled(runs["ours"]), pooled(runs["ref"])
         print("  pooled over the rounds:")
         print_batch(f)
@@ -83,6 +107,7 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
             engines,
             lambda: batch_floors(e, BLOCK, a.conc, labels, sample, switches),
         )
+        fill_stages = _stages(clock, clock.ours() - seen - batch_ports, "floor-i-")
         print(f"  filling the node to {a.fill} pods in blocks of {len(fill[0].add_ms)} (prismnet):")
         for i, b in enumerate(fill):
             total = sum(b.cpu_ms.values())
@@ -95,12 +120,22 @@ def run_density(node: Node, ours_rt: CniRuntime, ref_rt: CniRuntime, a: DensityA
             print("      " + "; ".join(s.summary() for _, s in sorted(b.engine.items())))
         print(f"  the same floors for {BLOCK} ports with {a.fill} pods present:")
         print_floors(full_floors)
+        print(
+            f"  NB commit -> ovn-installed by stage (ms; bench/scale/floor.py), the fill against {BLOCK} IDL"
+        )
+        print(f"  floor ports at concurrency {a.conc} with {a.fill} pods present:")
+        print_beside(fill_stages)
         floors = batch_floors(e, a.pods, a.conc, labels, sample, switches)
         print(
             f"  floor: {a.pods} ports at concurrency {a.conc} straight to OVN, no CNI (veths made beforehand;"
         )
         print("  each port until ovn-installed), with no pods present:")
         print_floors(floors)
+        print(
+            f"  NB commit -> ovn-installed by stage, the {a.rounds} rounds of {a.pods} x {a.conc}"
+            " against the IDL floor's:"
+        )
+        print_beside(_stages(clock, batch_ports, "floor-i-"))
     print_targets(o, f, single, Floors(single_floor, floors, full_floors, fill))
 
 
@@ -155,13 +190,21 @@ def print_targets(o: Batch, f: Batch, single: dict[str, list[float]], floors: Fl
         ("single-pod ADD median <= 2x", f"{ours / ref:.2f}x", ours / ref <= 2.0),
     ]
     nbctl = floors.batch.get("nbctl")
+    bounds = [r for t, r in floors.batch.items() if t in ("raw", "idl")]
+    if bounds:  # long-lived connections, one port per transaction or group commit: the better of the two
+        r99 = pct(o.add_ms, 99) / min(pct(r.ms, 99) for r in bounds)
+        rows.append(("ADD p99 against OVN's floor p99 (the lower of raw, IDL)", f"{r99:.2f}x", r99 <= 1.2))
+        rps = o.pods_per_s / max(r.per_s for r in bounds)
+        rows.append(("pods/s against OVN's floor ports/s (higher of raw, IDL)", f"{rps:.2f}x", rps >= 0.83))
     if nbctl:
         dist = nbctl.per_s / o.pods_per_s
         rows.append(
-            ("within 1.2x of the OVN floor (ovn-nbctl per port), pods/s", f"{dist:.2f}x", dist <= 1.2)
+            ("within 1.2x of a script's ports/s (ovn-nbctl per port: no bound)", f"{dist:.2f}x", dist <= 1.2)
         )
         d99 = pct(o.add_ms, 99) / pct(nbctl.ms, 99)
-        rows.append(("ADD p99 against the OVN floor's p99", f"{d99:.2f}x", d99 <= 1.2))
+        rows.append(
+            ("ADD p99 against a script's p99 (ovn-nbctl per port: no bound)", f"{d99:.2f}x", d99 <= 1.2)
+        )
     s = floors.single
     rows.append(
         ("single-pod ADD median against its ovn-nbctl floor", f"{ours / s.nbctl:.2f}x", ours / s.nbctl <= 1.2)

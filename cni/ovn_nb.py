@@ -24,6 +24,7 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from cni.address_index import AddressIndex
 from cni.ipam_usage import SubnetUsage, reserved_addresses, subnet_usage
 from cni.ovn import (
     K_GEN,
@@ -201,14 +202,43 @@ class PortAddresses:
     addresses are kept per row UUID and forgotten when the IDL reports the row updated or
     deleted. Both happen on the IDL's connection thread, where allocation also runs, so a
     lookup never sees a row newer than its cached addresses.
+
+    `held_in` answers from an AddressIndex of every port's addresses, brought up to date with
+    the rows the IDL reported changed since the last call (and from the table itself when the
+    index's row count is not the table's).
     """
 
     def __init__(self) -> None:
         self._held: dict[Any, frozenset[int]] = {}
+        self._index = AddressIndex()
+        self._dirty: set[Any] = set()
 
     def on_change(self, event: str, row: Any) -> None:
         if event != "create":
             self._held.pop(row.uuid, None)
+        if event == "delete":
+            self._index.drop(row.uuid)
+            self._dirty.discard(row.uuid)
+        else:
+            self._dirty.add(row.uuid)
+
+    def held_in(self, rows: Mapping[Any, Any], first: int, last: int) -> list[int]:
+        """Addresses from `first` to `last` held by any of `rows` (the port table's rows by UUID)."""
+        for uuid in self._dirty:
+            row = rows.get(uuid)
+            if row is not None:
+                self._index.put(uuid, self.of(row))
+        self._dirty.clear()
+        # Every row the IDL adds is reported (its refill after a reconnect too), so the index
+        # holds every row plus those deleted unreported (a refill's); the counts differ exactly
+        # when it is off, e.g. before the first call (rows loaded before the hook was set).
+        if len(self._index.holders) != len(rows):
+            for uuid in self._index.holders.keys() - rows.keys():
+                self._index.drop(uuid)
+            for uuid, row in rows.items():
+                if uuid not in self._index.holders:
+                    self._index.put(uuid, self.of(row))
+        return self._index.within(first, last)
 
     def of(self, port: Any) -> frozenset[int]:
         held = self._held.get(port.uuid)
@@ -229,11 +259,11 @@ def _used_addresses(api: Any, ls: Any, subnet: ipaddress.IPv4Network, held: Port
     list of every member row (O(n log n) comparisons in Python), while the table's rows are
     a plain dict. Subnets are carved disjoint, so a port elsewhere holding an address of this
     subnet is a misconfiguration, and counting that address as taken is the safe answer.
-    `ls.verify("ports")` still guards the switch against concurrent allocations."""
+    `ls.verify("ports")` still guards the switch against concurrent allocations. The ports'
+    addresses come from `held`'s index: no scan of every port per allocation."""
     used = reserved_addresses(ls)
     first, last = int(subnet.network_address), int(subnet.broadcast_address)
-    for p in api.tables["Logical_Switch_Port"].rows.values():
-        used.update(i for i in held.of(p) if first <= i <= last)
+    used.update(held.held_in(api.tables["Logical_Switch_Port"].rows, first, last))
     return used
 
 
