@@ -37,15 +37,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeenv.daemons import DaemonError, is_alive
+from nodeenv.image.store import ImageStore
 from nodeenv.kubelet import boot, monitoring
+from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.boot import BootSettings
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.kubelet.nodenet import BootNodes
+from nodeenv.kubelet.runner import RUNNER_LABEL
+from nodeenv.kubelet.status import now
 from nodeenv.runtime_dir import link_run_dir, short_path
 
 KEPT = ("lightningstor",)
 """Daemons of the boot's table outside the cluster's power domain (PlasmaCloud's own service)."""
 NODE_TMPFS = ("run", "var/run")
+NOT_READY = ("Ready", "ContainersReady")
+"""The pod conditions the node lifecycle controller turns False when a node stops posting status."""
 """A node's directories that are tmpfs on a real node, under its root."""
 
 
@@ -165,11 +171,30 @@ def main(s: BootSettings) -> int:
     except (PowerLossError, OSError, KeyError, ValueError) as e:
         print(f"powerloss: {e}", flush=True)
         return 1
+    nodes = [n for n in got.netns if not n.startswith("cni-")]
     print(f"powerloss: killed {got.killed} processes at once; gone: {len(got.netns)} network namespaces "
-          f"({', '.join(got.netns)}), {got.mounts} mounts, the nodes' /run and {s.run_dir}'s alias; kept: "
+          f"({', '.join(nodes)} and {len(got.netns) - len(nodes)} pods'), {got.mounts} mounts, the nodes' "
+          f"/run and {s.run_dir}'s alias; kept: "
           f"the disks under {s.run_dir}, the underlay and {', '.join(KEPT)}; `resume` boots it again",
           flush=True)  # fmt: skip
     return 0
+
+
+def mark_pods_not_ready(client: KubeClient) -> int:
+    """What kube-controller-manager's node lifecycle controller does, finding that no node has posted
+    its status since the power went: every pod's Ready (and ContainersReady) condition False, reason
+    NodeNotReady, until its node's kubelet runs it again and says otherwise; how many were Ready."""
+    marked = 0
+    for p in client.list("/api/v1", "pods"):
+        conds = (p.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") in NOT_READY and c.get("status") == "True" for c in conds):
+            continue
+        conds = [{**c, "status": "False", "reason": "NodeNotReady", "lastTransitionTime": now()}
+                 if c.get("type") in NOT_READY else c for c in conds]  # fmt: skip
+        m = p["metadata"]
+        client.patch_status("/api/v1", "pods", m["namespace"], m["name"], {"conditions": conds})
+        marked += 1
+    return marked
 
 
 def resume(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
@@ -191,6 +216,10 @@ def resume(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     boot.say(f"{nodes.count} nodes: " + ", ".join(f"{n.name} {n.address} ({n.netns})" for n in nodes.nodes))
     kubelets = make_kubelet_pki(s.run_dir / "kubelet-pki", [(n.name, n.address) for n in nodes.nodes])
     kubeconfig, url = bootnodes.start_api(s, nodes, env, kubelets)
+    boot.say(f"{mark_pods_not_ready(KubeClient.from_kubeconfig(s.kubeconfig))} pods marked not Ready")
+    # the container runtime's start after the reboot: its containers' states read from the OCI runtime
+    # (their processes are gone: exited), as containerd finds its tasks gone
+    ImageStore.from_env(env)("ps", "-a", "--sync", "-q", "--filter", f"label={RUNNER_LABEL}", check=False)
     bootnodes.start_runners(s, nodes, env, kubeconfig, kubelets)
     if not any(r.name == "lightningstor" and is_alive(r) for r in s.table().load()):
         names = [n.name for n in nodes.nodes]

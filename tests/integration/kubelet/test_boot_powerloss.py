@@ -51,6 +51,23 @@ kind: Service
 metadata: {name: plweb, namespace: default}
 spec: {type: LoadBalancer, selector: {app: plweb}, ports: [{port: 80, targetPort: 8080}]}
 """
+DATA = """apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: pldata, namespace: default}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: lightningstor-ssd
+  resources: {{requests: {{storage: 64Mi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: pldata, namespace: default}}
+spec:
+  nodeSelector: {{kubernetes.io/hostname: node2}}
+  containers:
+    - {{name: web, image: {image}, command: [sleep, infinity], volumeMounts: [{{name: d, mountPath: /data}}]}}
+  volumes: [{{name: d, persistentVolumeClaim: {{claimName: pldata}}}}]
+"""
 GET = "import urllib.request, sys; print(urllib.request.urlopen(sys.argv[1], timeout=3).status)"
 RESOLVE = "import socket, sys; print(socket.gethostbyname(sys.argv[1]))"
 
@@ -127,8 +144,11 @@ def first_ok(check: Any, timeout: float, what: str, since: float) -> float:
 
 def test_a_power_loss_of_the_whole_cluster_comes_back_from_disk(booted: Booted) -> None:
     docs = [WEB.format(name=f"plweb-{n}", node=n, image=image_name()) for n in ("node1", "node2")]
-    booted.kubectl("apply", "-f", "-", stdin="---\n".join([*docs, SERVICE]))
+    booted.kubectl("apply", "-f", "-", stdin="---\n".join([*docs, SERVICE, DATA.format(image=image_name())]))
     wait_for(lambda: web_pods(booted), 90, "plweb-node1 and plweb-node2 Ready")
+    written = f"before the power loss {time.time()}"
+    wait_for(lambda: in_pod("pldata", "sh", "-c", f"echo '{written}' > /data/f && sync")[0] == 0, 120,
+             "pldata to write its volume")  # fmt: skip
     wait_for(lambda: lb_ips(booted)["default/plweb"][1], 60, "plweb's LoadBalancer IP")
     before_pods = {p["metadata"]["uid"]: p for p in booted.get("-A", "pods")["items"]}
     before_services = lb_ips(booted)
@@ -136,10 +156,13 @@ def test_a_power_loss_of_the_whole_cluster_comes_back_from_disk(booted: Booted) 
     lost = cli("powerloss", "--run-dir", str(booted.run_dir), timeout=120)
     assert lost.returncode == 0, lost.stdout + lost.stderr
     print(lost.stdout.strip())
-    assert not _store()("ps", "-q", "--filter", "status=running", "--filter", f"label={RUNNER_LABEL}").strip()
+    running = _store()(
+        "ps", "-q", "--sync", "--filter", "status=running", "--filter", f"label={RUNNER_LABEL}"
+    )
+    assert running == "", "every container's process is gone"
 
     t0 = time.monotonic()
-    resumed = cli("resume", "--run-dir", str(booted.run_dir), timeout=600)
+    resumed = cli("resume", "--run-dir", str(booted.run_dir), "--api-port", "0", timeout=600)
     ready_s = time.monotonic() - t0
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
 
@@ -174,12 +197,14 @@ def test_a_power_loss_of_the_whole_cluster_comes_back_from_disk(booted: Booted) 
     name, cluster_ip = "plweb.default.svc.cluster.local", before_services["default/plweb"][0]
     checks = {"across": (GET, f"http://{ip2}:8080/", "200"), "lb": (GET, f"http://{lb}/", "200"),
               "dns": (RESOLVE, name, cluster_ip)}  # fmt: skip
+    kept = first_ok(lambda: in_pod("pldata", "cat", "/data/f") == (0, written), 120, "pldata's file", t0)
     took = {k: first_ok(lambda c=c: in_pod("plweb-node1", "python3", "-c", c[0], c[1]) == (0, c[2]), 120,
                         f"plweb-node1: {k}", t0) for k, c in checks.items()}  # fmt: skip
     across, via_lb, dns = took["across"], took["lb"], took["dns"]
     print(f"power loss: {len(pods)} pods ({len(on_network)} on the pod network, {same} kept their address); "
           f"from resume's start: every pod Ready {ready_s:.1f} s, pod to pod across nodes {across:.1f} s, "
-          f"LoadBalancer IP {via_lb:.1f} s, DNS {dns:.1f} s")  # fmt: skip
+          f"LoadBalancer IP {via_lb:.1f} s, DNS {dns:.1f} s, volume read {kept:.1f} s")  # fmt: skip
     booted.kubectl(
-        "delete", "-n", "default", "pod/plweb-node1", "pod/plweb-node2", "service/plweb", "--wait=false"
+        "delete", "-n", "default", "pod/plweb-node1", "pod/plweb-node2", "service/plweb", "pod/pldata"
     )
+    booted.kubectl("delete", "-n", "default", "pvc/pldata")
