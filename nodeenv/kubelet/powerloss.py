@@ -38,7 +38,7 @@ from pathlib import Path
 
 from nodeenv.daemons import DaemonError, is_alive
 from nodeenv.image.store import ImageStore
-from nodeenv.kubelet import boot, monitoring
+from nodeenv.kubelet import boot, bootnodes, monitoring, rootdir
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.boot import BootSettings
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
@@ -78,11 +78,6 @@ def booted_nodes(s: BootSettings) -> BootNodes:
     return BootNodes(booted["prefix"], int(booted["nodes"]), short_path(s.run_dir, s.runtime_dir))
 
 
-def _pod_netns(s: BootSettings, nodes: BootNodes) -> list[str]:
-    uids = (p.name for n in nodes.nodes for p in (s.run_dir / f"pods{n.index}").glob("*"))
-    return [f"cni-{u}" for u in uids if Path(f"/run/netns/cni-{u}").exists()]
-
-
 def _netns_inodes(names: list[str]) -> set[int]:
     out = set()
     for name in names:
@@ -112,7 +107,7 @@ def _running(pid: int) -> bool:
 
 def kill_everything(s: BootSettings, nodes: BootNodes) -> int:
     """SIGKILL, at once, every process of the cluster's machines; how many."""
-    namespaces = [n.netns for n in nodes.nodes] + _pod_netns(s, nodes)
+    namespaces = [n.netns for n in nodes.nodes] + bootnodes.pod_netns(s, nodes)
     pids = _pids_in(_netns_inodes(namespaces))
     pids |= {r.pid for r in s.table().load() if r.name not in KEPT and is_alive(r)}
     pids.discard(os.getpid())
@@ -128,15 +123,9 @@ def kill_everything(s: BootSettings, nodes: BootNodes) -> int:
     return len(pids)
 
 
-def _mounts_below(path: Path) -> list[str]:
-    prefix = os.path.realpath(path) + "/"  # the mount table names real paths
-    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return [p for p in points if p.startswith(prefix)]
-
-
 def drop_mounts(s: BootSettings) -> int:
     """Every mount below the run dir gone (deepest first); how many there were."""
-    points = _mounts_below(s.run_dir)
+    points = rootdir.mounts_under(s.run_dir)
     for point in sorted(set(points), key=lambda p: p.count("/"), reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True)
     return len(points)
@@ -148,7 +137,7 @@ def power_loss(s: BootSettings) -> PowerLoss:
     link_run_dir(s.run_dir, s.runtime_dir)  # the node roots are reached through it
     killed = kill_everything(s, nodes)
     mounts = drop_mounts(s)
-    gone = _pod_netns(s, nodes)
+    gone = bootnodes.pod_netns(s, nodes)
     for name in gone:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
     for n in nodes.nodes:
@@ -200,8 +189,6 @@ def mark_pods_not_ready(client: KubeClient) -> int:
 def resume(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     """The cluster booted again from its run dir after `power_loss` (or a real one): the nodes, the
     API double from its data dir, the runners, LightningStor if it is not running, Prometheus."""
-    from nodeenv.kubelet import bootnodes  # it builds on boot, as this module does
-
     nodes = booted_nodes(s)
     if not (s.run_dir / bootnodes.API_DATA).is_dir():
         raise PowerLossError(f"{s.run_dir / bootnodes.API_DATA} is missing: this boot kept no API objects")
@@ -230,8 +217,6 @@ def resume(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
 
 def resume_main(s: BootSettings, env: Mapping[str, str]) -> int:
     """`resume`: as `boot` from the kept run dir; waits for every pod Ready, prints what boot prints."""
-    from nodeenv.kubelet import bootnodes
-
     if os.geteuid() != 0:
         print("resume: cannot start: needs root (network namespaces, OVS, mounts)", file=sys.stderr)
         return 1
