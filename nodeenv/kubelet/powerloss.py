@@ -106,21 +106,27 @@ def _running(pid: int) -> bool:
 
 
 def kill_everything(s: BootSettings, nodes: BootNodes) -> int:
-    """SIGKILL, at once, every process of the cluster's machines; how many."""
+    """SIGKILL, at once, every process of the cluster's machines; how many. Again until none is
+    left: a `podman run` already under way when the first round came may still start a container."""
     namespaces = [n.netns for n in nodes.nodes] + bootnodes.pod_netns(s, nodes)
-    pids = _pids_in(_netns_inodes(namespaces))
-    pids |= {r.pid for r in s.table().load() if r.name not in KEPT and is_alive(r)}
-    pids.discard(os.getpid())
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    inodes = _netns_inodes(namespaces)
+    killed: set[int] = set()
     deadline = time.monotonic() + 20
-    while any(_running(p) for p in pids):
+    while True:
+        pids = {p for p in _pids_in(inodes) | _table_pids(s) if p != os.getpid() and _running(p)}
+        if not pids:
+            return len(killed)
         if time.monotonic() > deadline:
-            left = sorted(p for p in pids if _running(p))
-            raise PowerLossError(f"processes still running 20 s after SIGKILL: {left}")
-        time.sleep(0.1)
-    return len(pids)
+            raise PowerLossError(f"processes still running 20 s after SIGKILL: {sorted(pids)}")
+        for pid in pids - killed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= pids
+        time.sleep(0.2)
+
+
+def _table_pids(s: BootSettings) -> set[int]:
+    return {r.pid for r in s.table().load() if r.name not in KEPT and is_alive(r)}
 
 
 def drop_mounts(s: BootSettings) -> int:
