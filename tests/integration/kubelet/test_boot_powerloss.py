@@ -78,7 +78,8 @@ def _store() -> ImageStore:
 
 def container(pod: str, name: str) -> str:
     names = _store()("ps", "--format", "{{.Names}}").split()
-    return next((n for n in names if n.startswith(f"k8s_{name}_{pod}_")), f"k8s_{name}_{pod}_")
+    now = [n for n in names if n.startswith(f"k8s_{name}_{pod}_") and not n.endswith("_previous")]
+    return now[0] if now else f"k8s_{name}_{pod}_"
 
 
 def in_pod(pod: str, *argv: str) -> tuple[int, str]:
