@@ -37,13 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nodeenv.daemons import DaemonError, is_alive
-from nodeenv.image.store import ImageStore
 from nodeenv.kubelet import boot, bootnodes, monitoring, rootdir
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.boot import BootSettings
 from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
 from nodeenv.kubelet.nodenet import BootNodes
-from nodeenv.kubelet.runner import RUNNER_LABEL
 from nodeenv.kubelet.status import now
 from nodeenv.runtime_dir import link_run_dir, short_path
 
@@ -210,9 +208,6 @@ def resume(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     kubelets = make_kubelet_pki(s.run_dir / "kubelet-pki", [(n.name, n.address) for n in nodes.nodes])
     kubeconfig, url = bootnodes.start_api(s, nodes, env, kubelets)
     boot.say(f"{mark_pods_not_ready(KubeClient.from_kubeconfig(s.kubeconfig))} pods marked not Ready")
-    # the container runtime's start after the reboot: its containers' states read from the OCI runtime
-    # (their processes are gone: exited), as containerd finds its tasks gone
-    ImageStore.from_env(env)("ps", "-a", "--sync", "-q", "--filter", f"label={RUNNER_LABEL}", check=False)
     bootnodes.start_runners(s, nodes, env, kubeconfig, kubelets)
     if not any(r.name == "lightningstor" and is_alive(r) for r in s.table().load()):
         names = [n.name for n in nodes.nodes]
