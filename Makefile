@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # the 25 slowest setups/calls/teardowns printed by every run (before the summary line, which stays last)
 PYTEST_ARGS ?= --durations=25
 
-.PHONY: dashboards dashboard-snapshot monitoring-rules setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status
+.PHONY: dashboards dashboard-snapshot monitoring-rules setup ovs sandbox test unit integration lint protos bench node-up node-down cluster-up cluster-down cluster-join clean image test-image boot boot-down boot-status boot-powerloss boot-resume
 
 setup:
 	@bash scripts/setup.sh
@@ -64,6 +64,13 @@ boot-status:
 
 boot-down:
 	@if [ -x $(PY) ]; then $(PY) -m nodeenv.kubelet down; else echo "boot-down: nothing to stop (no .venv)"; fi
+
+# A power cut of the booted cluster, and its boot again from what the disks kept (docs/cold-restart.md).
+boot-powerloss: setup
+	$(PY) -m nodeenv.kubelet powerloss
+
+boot-resume: setup
+	$(PY) -m nodeenv.kubelet resume
 
 # The suite's image, in the private podman store build/podman (docs/image-and-boot.md).
 image: setup

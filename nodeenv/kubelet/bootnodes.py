@@ -43,11 +43,13 @@ from nodeenv.image.store import ImageStore
 from nodeenv.kubelet import boot, rootdir
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.boot import BootSettings
-from nodeenv.kubelet.kubeletapi.pki import make_kubelet_pki
+from nodeenv.kubelet.kubeletapi.pki import KubeletPki, make_kubelet_pki
 from nodeenv.kubelet.nodenet import BootNodes, require_free
 from nodeenv.kubelet.runner import RUNNER_LABEL
 
 SERVERS = 3
+API_DATA = "kubeapi-data"
+"""The API double's --data-dir in the run dir."""
 """Nodes 1..3 are k3s servers (control-plane), any further ones agents."""
 SERVER_LABELS = (  # what k3s labels an HA server with (embedded etcd): ROLES control-plane,etcd,master
     "node-role.kubernetes.io/control-plane=true,node-role.kubernetes.io/etcd=true,"
@@ -66,32 +68,9 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     (s.run_dir / "boot.json").write_text(json.dumps({"nodes": s.nodes, "prefix": s.prefix}))
     nodes.create()
     boot.say(f"{s.nodes} nodes: " + ", ".join(f"{n.name} {n.address} ({n.netns})" for n in nodes.nodes))
-    py, table = sys.executable, s.table()
-    port_file = s.run_dir / "kubeapi.json"
-    port_file.unlink(missing_ok=True)
-    also = f"{nodes.underlay.netns}={nodes.central_address}:{API_PORT}"
     kubelets = make_kubelet_pki(s.run_dir / "kubelet-pki", [(n.name, n.address) for n in nodes.nodes])
-    argv = [py, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host", "127.0.0.1",
-            "--port", str(s.api_port), "--port-file", str(port_file), "--also-listen", also,
-            "--admission-control-config-file", str(boot.POD_SECURITY),
-            *kubelets.apiserver_flags(nodes.underlay.netns)]  # fmt: skip
-    py_env = {**env, "PYTHONPATH": str(boot.ROOT)}
-    _, proc = start_foreground("kubeapi", argv, s.run_dir / "kubeapi.log", py_env, table)
-    wait_until(port_file.exists, "the API double", 30, proc)
-    info = json.loads(port_file.read_text())
-    nodes_kubeconfig, nodes_url = info["also"][0]["kubeconfig"], info["also"][0]["url"]
-    boot.say(f"API double at {info['url']}, for the nodes at {nodes_url} (log {s.run_dir / 'kubeapi.log'})")
-    dns = cluster_dns(s)
-    for n in nodes.nodes:
-        argv = [py, "-m", "nodeenv.kubelet", "run", "--netns", n.netns,
-                "--kubeconfig", nodes_kubeconfig, "--node-name", n.name, "--node-ip", n.address,
-                "--node-root", str(n.root), "--state-dir", str(s.short_dir / f"pods{n.index}"),
-                "--cluster-dns", dns, "--node-labels", SERVER_LABELS if n.index <= SERVERS else "",
-                "--controllers", "true" if n.index == 1 else "false",
-                *kubelets.kubelet_flags(n.name)]  # fmt: skip
-        log = s.run_dir / f"kubelet-{n.name}.log"
-        start_foreground(f"kubelet-{n.name}", argv, log, py_env, table)
-        boot.say(f"runner for {n.name} in {n.netns} (log {log})")
+    nodes_kubeconfig, nodes_url = start_api(s, nodes, env, kubelets)
+    start_runners(s, nodes, env, nodes_kubeconfig, kubelets)
     client = KubeClient.from_kubeconfig(s.kubeconfig)
     names = {n.name for n in nodes.nodes}
 
@@ -105,6 +84,46 @@ def start(s: BootSettings, env: Mapping[str, str]) -> BootNodes:
     boot.start_volume_service(s, env, nodes.central_address, sorted(names), nodes.underlay.netns)
     boot.start_monitoring(s, nodes_url, nodes.nodes[0].netns)  # node1: as a hostNetwork pod there
     return nodes
+
+
+def start_api(
+    s: BootSettings, nodes: BootNodes, env: Mapping[str, str], kubelets: KubeletPki
+) -> tuple[str, str]:
+    """The API double, its objects kept in `<run dir>/kubeapi-data` (k3s's datastore: a power loss
+    keeps them); the nodes' kubeconfig and URL."""
+    port_file = s.run_dir / "kubeapi.json"
+    port_file.unlink(missing_ok=True)
+    also = f"{nodes.underlay.netns}={nodes.central_address}:{API_PORT}"
+    argv = [sys.executable, "-m", "nodeenv.kubeapi", "--dir", str(s.run_dir / "kubeapi"), "--host",
+            "127.0.0.1", "--port", str(s.api_port), "--port-file", str(port_file), "--also-listen", also,
+            "--data-dir", str(s.run_dir / API_DATA),
+            "--admission-control-config-file", str(boot.POD_SECURITY),
+            *kubelets.apiserver_flags(nodes.underlay.netns)]  # fmt: skip
+    py_env = {**env, "PYTHONPATH": str(boot.ROOT)}
+    _, proc = start_foreground("kubeapi", argv, s.run_dir / "kubeapi.log", py_env, s.table())
+    wait_until(port_file.exists, "the API double", 30, proc)
+    info = json.loads(port_file.read_text())
+    nodes_kubeconfig, nodes_url = info["also"][0]["kubeconfig"], info["also"][0]["url"]
+    boot.say(f"API double at {info['url']}, for the nodes at {nodes_url} (log {s.run_dir / 'kubeapi.log'})")
+    return nodes_kubeconfig, nodes_url
+
+
+def start_runners(
+    s: BootSettings, nodes: BootNodes, env: Mapping[str, str], kubeconfig: str, kubelets: KubeletPki
+) -> None:
+    """A runner per node, in the node's namespace (node1's plays the controllers and the scheduler)."""
+    dns = cluster_dns(s)
+    py_env = {**env, "PYTHONPATH": str(boot.ROOT)}
+    for n in nodes.nodes:
+        argv = [sys.executable, "-m", "nodeenv.kubelet", "run", "--netns", n.netns,
+                "--kubeconfig", kubeconfig, "--node-name", n.name, "--node-ip", n.address,
+                "--node-root", str(n.root), "--state-dir", str(s.short_dir / f"pods{n.index}"),
+                "--cluster-dns", dns, "--node-labels", SERVER_LABELS if n.index <= SERVERS else "",
+                "--controllers", "true" if n.index == 1 else "false",
+                *kubelets.kubelet_flags(n.name)]  # fmt: skip
+        log = s.run_dir / f"kubelet-{n.name}.log"
+        start_foreground(f"kubelet-{n.name}", argv, log, py_env, s.table())
+        boot.say(f"runner for {n.name} in {n.netns} (log {log})")
 
 
 def cluster_dns(s: BootSettings) -> str:

@@ -12,6 +12,10 @@
           and prints `kubectl get pods -A -o wide` with the Ready counts
   down    stop what `boot` started (by PID), remove its links, mounts and run dir (`make boot-down`)
   status  the pods and Ready counts of a booted node
+  powerloss  a power cut of a booted cluster (--nodes 2+): every process of its machines SIGKILLed
+          at once, their namespaces, mounts and /run gone, the disks under the run dir kept
+  resume  boot that cluster again from the run dir its disks kept (the API's objects, OVN's RAFT
+          files, the nodes' OVS databases); the runners start every pod again; waits as boot does
 
 Every flag has an environment fallback (shown in --help).
 """
@@ -37,7 +41,7 @@ from nodeenv.kubelet.runner import Runner, RunnerSettings
 from nodeenv.kubelet.sandbox import CniConfig
 
 log = logging.getLogger("nodeenv.kubelet")
-COMMANDS = ("run", "boot", "down", "status")
+COMMANDS = ("run", "boot", "down", "status", "powerloss", "resume")
 _FLAGS = (  # flag, env, default, help
     ("--run-dir", "K8SHOST_BOOT_DIR", ".run-boot", "boot/down/status: run dir (state, logs, node root)"),
     ("--runtime-dir", "K8SHOST_RUNTIME_DIR", "/run/k8shost",
@@ -174,4 +178,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return boot.boot(settings, env)
     if args.command == "down":
         return boot.down(settings)
+    if args.command in ("powerloss", "resume"):
+        from nodeenv.kubelet import powerloss
+
+        if args.command == "powerloss":
+            return powerloss.main(settings)
+        return powerloss.resume_main(settings, env)
     return boot.status(settings)

@@ -95,8 +95,10 @@ class BootNodes:
     def existing(self) -> list[str]:
         return list_netns(self.prefix)
 
-    def create(self) -> None:
-        self.underlay.create()
+    def create(self, underlay: bool = True) -> None:
+        """The nodes' namespaces on the underlay (made first unless `underlay` is False: kept)."""
+        if underlay:
+            self.underlay.create()
         for n in self.nodes:
             self.underlay.attach(n.index, n.name)
             run_checked(
