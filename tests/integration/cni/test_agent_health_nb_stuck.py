@@ -55,6 +55,7 @@ def test_metrics_and_healthz_answer_while_an_add_waits_on_the_nb(agent: Agent, p
             assert add.is_alive(), "the ADD ended with the NB stopped"
             for url in (metrics, healthz, metrics):
                 seconds, status, _ = _timed_get(url)
+                print(f"NB stopped, an ADD waiting on it: {url} answered {status} in {seconds * 1000:.0f} ms")
                 assert status == 200 and seconds < PROMPT, f"{url} took {seconds:.2f} s"
     finally:
         add.join(120)
