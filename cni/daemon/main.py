@@ -194,6 +194,7 @@ async def run(s: AgentSettings) -> int:
             await verdicts
         if metrics_runner:
             await metrics_runner.cleanup()
+        metrics.close()
         for db in dbs:
             await asyncio.to_thread(db.stop)
     log.info("prismnet-agent stopped")

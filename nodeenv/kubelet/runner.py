@@ -34,12 +34,15 @@ from nodeenv.kubelet.sidecars import runtime as stand_ins
 from nodeenv.kubelet.status import ContainerState, now, pod_status
 from nodeenv.kubelet.storage.node import NodeStorage
 from nodeenv.kubelet.storage.volumebinding import claims_of
+from nodeenv.kubelet.teardown import Steps, stop_processes
 from nodeenv.kubelet.volumes import Mount, NodeRoot, PodVolumes, TokenSource
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 CORE = "/api/v1"
 RUNNER_LABEL = "io.k8shost.runner"
+STANDIN_GRACE = 10.0
+"""Seconds a stand-in has to exit after SIGTERM before it is killed by PID."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -396,28 +399,35 @@ class PodRuntime:
                           start_time=self.started_at)  # fmt: skip
 
     def stop(self) -> None:
-        """Containers removed, then the sandbox: CNI DEL and its netns deleted."""
+        """Containers removed, then the sandbox: CNI DEL and its netns deleted. Each step is tried
+        whatever the ones before did (a podman that hangs, a stand-in that ignores SIGTERM); the
+        first failure is raised after the rest is cleaned."""
+        steps = Steps(f"pod {self.key}")
         for c, st in zip(self.pod["spec"]["containers"], self.main, strict=False):
             if "running" in st.state:
-                self.event(NORMAL, "Killing", f"Stopping container {c['name']}", c["name"])
+                with steps.step(f"event for {c['name']}"):
+                    self.event(NORMAL, "Killing", f"Stopping container {c['name']}", c["name"])
         # one podman call, its containers stopped in parallel as kubelet kills a pod's containers: a call
         # each waited on the store's lock in turn (8 containers: 29 s one by one, 3 s in one call)
         names = [
             self.cname(c["name"])
             for c in self.pod["spec"].get("initContainers", []) + self.pod["spec"]["containers"]
         ]
-        self.runner.podman("rm", "-f", "--ignore", "-t", "2", *names, *(f"{n}_previous" for n in names))
-        for proc in self.standins.values():
-            proc.terminate()
-            proc.wait(10)
+        with steps.step("removing containers"):
+            self.runner.podman("rm", "-f", "--ignore", "-t", "2", *names, *(f"{n}_previous" for n in names))
+        with steps.step("stopping stand-ins"):
+            stop_processes(self.standins.values(), STANDIN_GRACE, f"pod {self.key}")
         self.standins.clear()
         if claims_of(self.pod):
-            self.runner.storage.volumes.unmount(self.pod["metadata"]["uid"])
+            with steps.step("unmounting volumes"):
+                self.runner.storage.volumes.unmount(self.pod["metadata"]["uid"])
         if self.sandbox is not None:
-            why = self.sandbox.destroy()
-            if why:
-                log.warning("pod %s: StopPodSandbox: %s", self.key, why)
+            with steps.step("StopPodSandbox"):
+                why = self.sandbox.destroy()
+                if why:
+                    log.warning("pod %s: StopPodSandbox: %s", self.key, why)
             self.sandbox = None
+        steps.done()
 
 
 class Runner:
@@ -574,19 +584,34 @@ class Runner:
         agent, and OVN central's members, perhaps on other nodes, which a cluster's `down` keeps
         until every node is drained), all at once; nothing is booted any more (the loop is over)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+        steps = Steps(f"runner {self.runner_id}: drain")
         # pods using claims first (their teardown needs the CSI pods)
-        self._stop_pods([rt for rt in self.pods.values() if claims_of(rt.pod)])
-        self._stop_pods([rt for rt in self.pods.values() if not rt.pod["spec"].get("hostNetwork")])
+        with steps.step("pods with claims"):
+            self._stop_pods([rt for rt in self.pods.values() if claims_of(rt.pod)])
+        with steps.step("pod-network pods"):
+            self._stop_pods([rt for rt in self.pods.values() if not rt.pod["spec"].get("hostNetwork")])
+        steps.done()
 
     def shutdown(self) -> None:
-        self.drain()
-        self._stop_pods(list(self.pods.values()))
+        """Every pod stopped and the kubelet root unbound, whatever one step does (the first failure
+        raised after the rest)."""
+        steps = Steps(f"runner {self.runner_id}: shutdown")
+        with steps.step("drain"):
+            self.drain()
+        with steps.step("host-network pods"):
+            self._stop_pods(list(self.pods.values()))
         if self._bound_kubelet_dir:
-            rootdir.teardown(self.kubelet_dir)
+            with steps.step("kubelet root"):
+                rootdir.teardown(self.kubelet_dir)
+        steps.done()
 
     def _stop_pods(self, group: list[PodRuntime]) -> None:
-        """All at once: a container that ignores SIGTERM takes its grace period."""
+        """All at once: a container that ignores SIGTERM takes its grace period. Every pod of the
+        group is stopped and forgotten; the first failure is raised after."""
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="stop") as pool:
-            list(pool.map(PodRuntime.stop, group))
+            stops = [pool.submit(rt.stop) for rt in group]
         for rt in group:
             self.pods.pop(rt.pod["metadata"]["uid"], None)
+        steps = Steps(f"runner {self.runner_id}")
+        steps.add(f.exception() for f in stops)
+        steps.done()

@@ -51,9 +51,7 @@ def txn_errors(cluster: Cluster, key: str) -> float:
     """ovsdb_client_transaction_errors_total{database=OVN_Northbound} of a daemon of node1 (`key`
     names its /metrics in node.env)."""
     n = cluster.nodes[0]
-    # 30 s: under make test's load the agent answered /metrics in more than 5 s while its ADD was
-    # retrying against the failed members (seen once; its event loop is the next thing to look at)
-    _, text = http_get_in(n.netns, n.env[key], 30)
+    _, text = http_get_in(n.netns, n.env[key], 5)
     got = [v for labels, v in samples(text).get("ovsdb_client_transaction_errors_total", [])
            if labels.get("database") == "OVN_Northbound"]  # fmt: skip
     return sum(got)

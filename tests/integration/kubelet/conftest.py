@@ -20,6 +20,7 @@ import pytest
 from nodeenv.image.store import ImageStore
 from nodeenv.kubelet.apiclient import KubeClient
 from nodeenv.kubelet.runner import Runner, RunnerSettings
+from nodeenv.kubelet.teardown import Steps
 from nodeenv.ovn_pki import MANIFEST_IDENTITIES, OvnPki, manifest_pki, secret_args
 from nodeenv.plasmacloud_auth import DevPki
 from tests.conftest import require_root
@@ -144,8 +145,11 @@ def runner_factory(kube_api: KubeApiHandle, short_tmp: Path) -> Iterator[Callabl
         return runner
 
     yield start
-    for halt in started:
-        halt()
+    steps = Steps("runner_factory")
+    for i, halt in enumerate(started):  # each runner stopped whatever the one before raised
+        with steps.step(f"runner {i}"):
+            halt()
+    steps.done()
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, seen: Callable[[], str] = str) -> Any:

@@ -12,7 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from cni.attachment import Attachment
-from cni.daemon.metrics import AgentSources, Metrics
+from cni.daemon.metrics import READ_BUDGET, AgentSources, Metrics
 from cni.daemon.server import CniServer, KeyedLocks
 from cni.errors import InvalidNetworkConfig
 from cni.ipam_usage import SubnetUsage
@@ -194,6 +194,41 @@ async def test_metrics_app_serves_health_and_metrics(aiohttp_client) -> None:
     figures.fail = True  # the NB away: the scrape still answers, without these figures
     resp = await cl.get("/metrics")
     assert resp.status == 200 and "prismnet_ipam_addresses{" not in await resp.text()
+
+
+class StuckFigures(FakeFigures):
+    """A replica read queued behind a write that retries against an NB taking none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release, self.reads = threading.Event(), 0
+
+    def address_usage(self) -> list[SubnetUsage]:
+        self.reads += 1
+        self.release.wait(30)
+        return super().address_usage()
+
+
+async def test_metrics_and_health_answer_while_the_nb_read_is_stuck(aiohttp_client) -> None:
+    figures = StuckFigures()
+    metrics = Metrics(AgentSources(lambda: figures, ipaddress.IPv4Network("10.244.0.0/22"), 24))
+    cl = await aiohttp_client(metrics.app(lambda: True))
+    try:
+        for _ in range(3):  # each scrape within the read budget; one read under way, not one per scrape
+            t0 = time.monotonic()
+            resp, health = await asyncio.gather(cl.get("/metrics"), cl.get("/healthz"))
+            assert time.monotonic() - t0 < READ_BUDGET + 0.5
+            text = await resp.text()
+            assert resp.status == 200 and health.status == 200
+            assert "prismnet_ipam_addresses{" not in text and 'prismnet_geneve_tunnels{bfd="off"} 2.0' in text
+        assert figures.reads == 1
+        figures.release.set()
+        deadline = time.monotonic() + 5
+        while 'prismnet_ipam_addresses{state="used"} 257.0' not in await (await cl.get("/metrics")).text():
+            assert time.monotonic() < deadline, "the read that came back is never shown"
+    finally:
+        figures.release.set()
+        metrics.close()
 
 
 async def test_gc_never_removes_an_attachment_while_its_add_runs(client) -> None:
