@@ -221,7 +221,7 @@ def write_gaps(cluster: Cluster) -> list[tuple[float, float]]:
 
 def report(windows: list[Window], events: list[dict[str, Any]], gaps: list[tuple[float, float]],
            add_failures: list[float]) -> list[dict[str, Any]]:  # fmt: skip
-    rows = []
+    rows: list[dict[str, Any]] = []
     for w in windows:
         if w.not_rolled:
             rows.append({"component": w.name, "not_rolled": w.not_rolled})
