@@ -298,7 +298,8 @@ def run(
                 break
             time.sleep(3)  # what the last replacement disturbed lands in this window
             w.end = time.time()
-            print_table(report([w], list(events), [], []))  # the streams and DNS so far (writes at the end)
+            # this component's row now (a run stopped later keeps it), the whole table at the end
+            print_table(report([w], list(events), write_gaps(cluster), churn.add_failures()))
     finally:
         churn.stop()
         probe.terminate()
