@@ -251,6 +251,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(f"{r['component']:38} {r['resets']:>6} {r['dns_failures']:>6} {r['stream_stall_s']:>6.2f}s "
               f"{r['write_stall_s']:>5.2f}s {r['add_failures']:>7} {r['rollout_s']:>7.0f}s"
               + (f"  reset: {','.join(r['reset_streams'])}" if r["reset_streams"] else ""))  # fmt: skip
+    sys.stdout.flush()
 
 
 def run(
@@ -300,6 +301,10 @@ def run(
             w.end = time.time()
             # this component's row now (a run stopped later keeps it), the whole table at the end
             print_table(report([w], list(events), write_gaps(cluster), churn.add_failures()))
+    except KeyboardInterrupt:  # Ctrl-C: stop rolling, keep the figures so far (the last rollout as it is)
+        windows[-1].end = windows[-1].end or time.time()
+        windows[-1].name += " (interrupted)"
+        print(f"interrupted while rolling {windows[-1].name}: the table so far", flush=True)
     finally:
         churn.stop()
         probe.terminate()
