@@ -161,6 +161,15 @@ class Churn:
         return [_event_time(e) for e in items if e["involvedObject"]["name"].startswith("churn-")]
 
 
+def liveness_kills(cluster: Cluster) -> list[tuple[float, str]]:
+    """(when, pod/container) of each suite container its runner killed for a failed liveness probe (a
+    machine under load times the probes out: an openvswitch killed so cuts its node's pods off, which
+    is then in the row of whatever was rolling)."""
+    items = cluster.get("-n", SYSTEM, "events", "--field-selector", "reason=Killing")["items"]
+    return [(_event_time(e), f"{e['involvedObject']['name']}/{e['message'].split()[1]}") for e in items
+            if "failed liveness probe" in e.get("message", "")]  # fmt: skip
+
+
 def _event_time(e: dict[str, Any]) -> float:
     from datetime import datetime
 
@@ -220,7 +229,8 @@ def write_gaps(cluster: Cluster) -> list[tuple[float, float]]:
 
 
 def report(windows: list[Window], events: list[dict[str, Any]], gaps: list[tuple[float, float]],
-           add_failures: list[float]) -> list[dict[str, Any]]:  # fmt: skip
+           add_failures: list[float], kills: list[tuple[float, str]] | None = None
+           ) -> list[dict[str, Any]]:  # fmt: skip
     rows: list[dict[str, Any]] = []
     for w in windows:
         if w.not_rolled:
@@ -237,6 +247,7 @@ def report(windows: list[Window], events: list[dict[str, Any]], gaps: list[tuple
             "add_failures": sum(w.holds(t) for t in add_failures),
             "rollout_s": (w.end - w.start) if w.name != "baseline" else 0.0,
             "reset_streams": sorted({e["stream"] for e in mine if e["kind"] == "reset"}),
+            "liveness_kills": sorted(what for t, what in kills or () if w.holds(t)),
         })  # fmt: skip
     return rows
 
@@ -250,7 +261,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             continue
         print(f"{r['component']:38} {r['resets']:>6} {r['dns_failures']:>6} {r['stream_stall_s']:>6.2f}s "
               f"{r['write_stall_s']:>5.2f}s {r['add_failures']:>7} {r['rollout_s']:>7.0f}s"
-              + (f"  reset: {','.join(r['reset_streams'])}" if r["reset_streams"] else ""))  # fmt: skip
+              + (f"  reset: {','.join(r['reset_streams'])}" if r["reset_streams"] else "")
+              + (f"  liveness-killed: {','.join(r['liveness_kills'])}" if r.get("liveness_kills")
+                 else ""))  # fmt: skip
     sys.stdout.flush()
 
 
@@ -300,7 +313,9 @@ def run(
             time.sleep(3)  # what the last replacement disturbed lands in this window
             w.end = time.time()
             # this component's row now (a run stopped later keeps it), the whole table at the end
-            print_table(report([w], list(events), write_gaps(cluster), churn.add_failures()))
+            print_table(
+                report([w], list(events), write_gaps(cluster), churn.add_failures(), liveness_kills(cluster))
+            )
     except KeyboardInterrupt:  # Ctrl-C: stop rolling, keep the figures so far (the last rollout as it is)
         windows[-1].end = windows[-1].end or time.time()
         windows[-1].name += " (interrupted)"
@@ -310,7 +325,7 @@ def run(
         probe.terminate()
         probe.wait(10)
         reader.join(5)
-    rows = report(windows, events, write_gaps(cluster), churn.add_failures())
+    rows = report(windows, events, write_gaps(cluster), churn.add_failures(), liveness_kills(cluster))
     print_table(rows)
     resets = [e for e in events if e["kind"] == "reset"]
     for e in resets[:20]:

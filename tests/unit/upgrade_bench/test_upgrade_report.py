@@ -44,3 +44,10 @@ def test_a_workload_not_rolled_is_a_row_saying_why(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out.splitlines()
     assert out[-1].split()[:3] == ["daemonset/ovs-node", "not", "rolled:"], out
     assert "netdev" in out[-1]
+
+
+def test_liveness_kills_are_named_in_the_window_they_happened_in() -> None:
+    windows = [Window("baseline", 0, 10), Window("deployment/fiberlb-controller", 10, 40)]
+    kills = [(12.0, "ovs-node-abc/openvswitch"), (50.0, "ovn-central-0/nb")]
+    rows = report(windows, [], [], [], kills)
+    assert rows[0]["liveness_kills"] == [] and rows[1]["liveness_kills"] == ["ovs-node-abc/openvswitch"]
