@@ -14,7 +14,7 @@ Printed per component rolled (and for a quiet minute before, the baseline): conn
 (target 0), DNS failures beyond one retry (target 0), longest stream stall and longest volume write
 stall (target < 1 s), pod ADDs failed (FailedCreatePodSandBox Events; target 0), rollout time.
 
-    make bench BENCH=upgrade      # ~15 min here; UPGRADE_BENCH_ONLY=ds/prismnet-agent,sts/ovn-central
+    make bench BENCH=upgrade  # the rolls 26 min at load 20-70 here, plus the boot; UPGRADE_BENCH_ONLY=...
 """
 
 from __future__ import annotations
