@@ -14,7 +14,7 @@ Printed per component rolled (and for a quiet minute before, the baseline): conn
 (target 0), DNS failures beyond one retry (target 0), longest stream stall and longest volume write
 stall (target < 1 s), pod ADDs failed (FailedCreatePodSandBox Events; target 0), rollout time.
 
-    make bench BENCH=upgrade      # ~15 min here; UPGRADE_BENCH_ONLY=ds/prismnet-agent,sts/ovn-central
+    make bench BENCH=upgrade  # the rolls 26 min at load 20-70 here, plus the boot; UPGRADE_BENCH_ONLY=...
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ NETDEV_CUT = (
     "own address on br-phy: the old pod's ovs-vswitchd stopping cuts the node from the API, so its "
     "kubelet never learns of the new pod (docs/upgrade.md)"
 )
+NETDEV_SHORT = "userspace datapath (netdev): the node's address is on br-phy, see above"
 
 
 @dataclass
@@ -83,14 +84,17 @@ def _boot_cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def booted(prefix: str = "k8sup") -> Iterator[Cluster]:
+def booted() -> Iterator[Cluster]:
     given = os.environ.get("UPGRADE_BENCH_BOOT_DIR")
     if given:
         yield Cluster(Path(given))
         return
+    prefix = os.environ.get("K8SHOST_CLUSTER_PREFIX", "k8sup")
     flags = ("--run-dir", str(ROOT / ".run-bench-upgrade"), "--netns-prefix", prefix)
     started = time.monotonic()
-    proc = _boot_cli("boot", *flags, "--nodes", "3", "--api-port", "0", "--timeout", "420", timeout=600)
+    wait_s = float(os.environ.get("K8SHOST_BOOT_TIMEOUT", "420"))  # more on a machine under load
+    proc = _boot_cli("boot", *flags, "--nodes", "3", "--api-port", "0", "--timeout", f"{wait_s:.0f}",
+                     timeout=wait_s + 300)  # fmt: skip
     if proc.returncode:
         _boot_cli("down", *flags, timeout=300)
         raise RuntimeError(f"boot exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -157,6 +161,15 @@ class Churn:
         return [_event_time(e) for e in items if e["involvedObject"]["name"].startswith("churn-")]
 
 
+def liveness_kills(cluster: Cluster) -> list[tuple[float, str]]:
+    """(when, pod/container) of each suite container its runner killed for a failed liveness probe (a
+    machine under load times the probes out: an openvswitch killed so cuts its node's pods off, which
+    is then in the row of whatever was rolling)."""
+    items = cluster.get("-n", SYSTEM, "events", "--field-selector", "reason=Killing")["items"]
+    return [(_event_time(e), f"{e['involvedObject']['name']}/{e['message'].split()[1]}") for e in items
+            if "failed liveness probe" in e.get("message", "")]  # fmt: skip
+
+
 def _event_time(e: dict[str, Any]) -> float:
     from datetime import datetime
 
@@ -178,6 +191,7 @@ class Window:
     name: str
     start: float
     end: float = 0.0
+    not_rolled: str = ""  # why this workload was left at its tag (a row saying so, not a silent skip)
 
     def holds(self, t: float) -> bool:
         return self.start <= t < (self.end or float("inf"))
@@ -215,9 +229,13 @@ def write_gaps(cluster: Cluster) -> list[tuple[float, float]]:
 
 
 def report(windows: list[Window], events: list[dict[str, Any]], gaps: list[tuple[float, float]],
-           add_failures: list[float]) -> list[dict[str, Any]]:  # fmt: skip
-    rows = []
+           add_failures: list[float], kills: list[tuple[float, str]] | None = None
+           ) -> list[dict[str, Any]]:  # fmt: skip
+    rows: list[dict[str, Any]] = []
     for w in windows:
+        if w.not_rolled:
+            rows.append({"component": w.name, "not_rolled": w.not_rolled})
+            continue
         mine = [e for e in events if w.holds(e["t"])]
         stalls = [e["seconds"] for e in mine if e["kind"] == "stall"]
         rows.append({
@@ -229,6 +247,7 @@ def report(windows: list[Window], events: list[dict[str, Any]], gaps: list[tuple
             "add_failures": sum(w.holds(t) for t in add_failures),
             "rollout_s": (w.end - w.start) if w.name != "baseline" else 0.0,
             "reset_streams": sorted({e["stream"] for e in mine if e["kind"] == "reset"}),
+            "liveness_kills": sorted(what for t, what in kills or () if w.holds(t)),
         })  # fmt: skip
     return rows
 
@@ -237,9 +256,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     cols = ("resets", "dns>1", " stream", " write", "ADDfail", " rollout")
     print(f"{'component':38} " + " ".join(f"{c:>6}" for c in cols) + "  (targets: 0, 0, <1 s, <1 s, 0)")
     for r in rows:
+        if r.get("not_rolled"):
+            print(f"{r['component']:38} not rolled: {r['not_rolled']}")
+            continue
         print(f"{r['component']:38} {r['resets']:>6} {r['dns_failures']:>6} {r['stream_stall_s']:>6.2f}s "
               f"{r['write_stall_s']:>5.2f}s {r['add_failures']:>7} {r['rollout_s']:>7.0f}s"
-              + (f"  reset: {','.join(r['reset_streams'])}" if r["reset_streams"] else ""))  # fmt: skip
+              + (f"  reset: {','.join(r['reset_streams'])}" if r["reset_streams"] else "")
+              + (f"  liveness-killed: {','.join(r['liveness_kills'])}" if r.get("liveness_kills")
+                 else ""))  # fmt: skip
+    sys.stdout.flush()
 
 
 def run(
@@ -269,13 +294,14 @@ def run(
     windows[-1].end = time.time()
     repo = image.rpartition(":")[0]
     datapath = cluster.get("-n", SYSTEM, "configmap", "k8shost-config")["data"].get("OVS_DATAPATH_TYPE")
-    if datapath == "netdev" and OVS_NODE in order:
-        order = tuple(w for w in order if w != OVS_NODE)
-        print(f"{OVS_NODE}: not rolled: {NETDEV_CUT}", flush=True)
     try:
         for workload in order:
             w = Window(workload, time.time())
             windows.append(w)
+            if workload == OVS_NODE and datapath == "netdev":
+                w.end, w.not_rolled = w.start, NETDEV_SHORT
+                print(f"{OVS_NODE}: not rolled: {NETDEV_CUT}", flush=True)
+                continue
             containers = set_image(cluster, workload, repo, new)
             status = cluster.run("-n", SYSTEM, "rollout", "status", workload, "--timeout=900s", timeout=960)
             w.end = time.time()
@@ -286,13 +312,20 @@ def run(
                 break
             time.sleep(3)  # what the last replacement disturbed lands in this window
             w.end = time.time()
-            print_table(report([w], list(events), [], []))  # the streams and DNS so far (writes at the end)
+            # this component's row now (a run stopped later keeps it), the whole table at the end
+            print_table(
+                report([w], list(events), write_gaps(cluster), churn.add_failures(), liveness_kills(cluster))
+            )
+    except KeyboardInterrupt:  # Ctrl-C: stop rolling, keep the figures so far (the last rollout as it is)
+        windows[-1].end = windows[-1].end or time.time()
+        windows[-1].name += " (interrupted)"
+        print(f"interrupted while rolling {windows[-1].name}: the table so far", flush=True)
     finally:
         churn.stop()
         probe.terminate()
         probe.wait(10)
         reader.join(5)
-    rows = report(windows, events, write_gaps(cluster), churn.add_failures())
+    rows = report(windows, events, write_gaps(cluster), churn.add_failures(), liveness_kills(cluster))
     print_table(rows)
     resets = [e for e in events if e["kind"] == "reset"]
     for e in resets[:20]:

@@ -3,7 +3,9 @@ window of the component being rolled when it happened, and the probe's own refus
 
 from __future__ import annotations
 
-from bench.bench_upgrade import Window, report
+import pytest
+
+from bench.bench_upgrade import NETDEV_SHORT, Window, print_table, report
 
 
 def test_events_land_in_the_window_they_happened_in() -> None:
@@ -32,3 +34,20 @@ def test_events_land_in_the_window_they_happened_in() -> None:
     )
     assert (ovs["add_failures"], ovs["rollout_s"], ovs["reset_streams"]) == (1, 30, ["clusterip"])
     assert (sts["resets"], sts["add_failures"], sts["write_stall_s"]) == (0, 0, 0.0)  # 55: after every window
+
+
+def test_a_workload_not_rolled_is_a_row_saying_why(capsys: pytest.CaptureFixture[str]) -> None:
+    skipped = Window("daemonset/ovs-node", 10, 10, not_rolled=NETDEV_SHORT)
+    rows = report([Window("baseline", 0, 10), skipped], [{"t": 10, "kind": "reset", "stream": "a"}], [], [])
+    assert rows[1] == {"component": "daemonset/ovs-node", "not_rolled": NETDEV_SHORT}
+    print_table(rows)
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].split()[:3] == ["daemonset/ovs-node", "not", "rolled:"], out
+    assert "netdev" in out[-1]
+
+
+def test_liveness_kills_are_named_in_the_window_they_happened_in() -> None:
+    windows = [Window("baseline", 0, 10), Window("deployment/fiberlb-controller", 10, 40)]
+    kills = [(12.0, "ovs-node-abc/openvswitch"), (50.0, "ovn-central-0/nb")]
+    rows = report(windows, [], [], [], kills)
+    assert rows[0]["liveness_kills"] == [] and rows[1]["liveness_kills"] == ["ovs-node-abc/openvswitch"]
