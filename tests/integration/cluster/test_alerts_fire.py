@@ -99,8 +99,8 @@ class Alerting:
     ) -> None:  # fmt: skip
         """Inject (returns once the fault holds); the alert firing (with `labels`) within its for + 2
         intervals of the fault showing in the metric (`shows_within` of the injection: a daemon that
-        notices it on its own schedule); repair; the alert neither firing nor pending within
-        `resolve_within` (+ this test's polling)."""
+        notices it on its own schedule); repair (returns once the repair holds); the alert neither firing
+        nor pending within `resolve_within` of that (+ this test's polling)."""
         api, limit = self.api, shows_within + for_seconds(alert) + 2 * INTERVAL + POLL
         assert not [a for a in api.alerts() if a.name == alert], f"{alert} active before the fault"
         inject()
@@ -108,8 +108,8 @@ class Alerting:
         api.wait(lambda: any(labels.items() <= a.labels.items() for a in api.firing(alert)),
                  f"{alert} firing after {fault}", timeout=limit + 60)  # fmt: skip
         fired = time.monotonic() - t0
+        repair()  # returns once the repair holds (a node's removal takes seconds under load)
         t1 = time.monotonic()
-        repair()
         api.wait_resolved(alert, timeout=resolve_within + POLL + 60)
         resolved = time.monotonic() - t1
         TIMES.append((alert, fault, fired, resolved))
