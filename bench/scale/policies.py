@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.scale.context import ScaleContext, in_batches, until
 from bench.scale.frame import Curve, Row
-from bench.scale.sample import cells, usage
+from bench.scale.sample import costs, usage
 from bench.stats import pct
 from controllers.machinery import NAMESPACES, NETWORK_POLICIES, PODS
 from nodeenv.cluster.churn import LivePod
@@ -141,21 +141,11 @@ def step(ctx: ScaleContext, size: int) -> Row:
         isolated.append(w.isolate(ctx))
         released.append(w.release(ctx))
     u3 = usage(ctx.cluster)
-    per_obj = {p: v * 1000 / max(added, 1) for p, v in u1.cpu_since(u0).items()}
-    per_change = {p: v * 1000 / (2 * ctx.rounds) for p, v in u3.cpu_since(u2).items()}
     return {
         "pol p50 ms": pct(isolated, 50),
         "pol p99 ms": pct(isolated, 99),
         "unpol p99 ms": pct(released, 99),
-        "netpol MB": u3.rss["netpol"],
-        "netpol ms/obj": per_obj["netpol"],
-        "netpol ms/chg": per_change["netpol"],
-        "northd ms/chg": per_change["northd"],
-        "NB kcells": cells(ctx.cluster, "nb") / 1000,
-        "SB kcells": cells(ctx.cluster, "sb") / 1000,
-        "api MB": u3.rss["api"],
-        "api ms/obj": per_obj["api"],
-        "load s": took,
+        **costs(ctx.cluster, "netpol", (u0, u1), (u2, u3), added, 2 * ctx.rounds, took),
     }
 
 

@@ -84,3 +84,30 @@ def cells(c: Cluster, key: str) -> int:
                          timeout=30).stdout  # fmt: skip
     m = _CELLS.search(out)
     return int(m.group(1)) if m else 0
+
+
+def costs(
+    c: Cluster,
+    part: str,
+    load: tuple[Usage, Usage],
+    timed: tuple[Usage, Usage],
+    added: int,
+    changes: int,
+    took: float,
+) -> dict[str, float]:
+    """A step's cost columns: `part`'s (the controller the curve loads) RSS, CPU per object added
+    over the `load` window and per change over the `timed` one; northd's per change; the NB/SB cells;
+    the API double's own (not ours); the load's wall time."""
+    per_obj = {p: v * 1000 / max(added, 1) for p, v in load[1].cpu_since(load[0]).items()}
+    per_change = {p: v * 1000 / changes for p, v in timed[1].cpu_since(timed[0]).items()}
+    return {
+        f"{part} MB": timed[1].rss[part],
+        f"{part} ms/obj": per_obj[part],
+        f"{part} ms/chg": per_change[part],
+        "northd ms/chg": per_change["northd"],
+        "NB kcells": cells(c, "nb") / 1000,
+        "SB kcells": cells(c, "sb") / 1000,
+        "api MB": timed[1].rss["api"],
+        "api ms/obj": per_obj["api"],
+        "load s": took,
+    }

@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.scale.context import ScaleContext, in_batches, until
 from bench.scale.frame import Curve, Row
-from bench.scale.sample import cells, usage
+from bench.scale.sample import costs, usage
 from bench.stats import pct
 from controllers.machinery import ENDPOINT_SLICES, NAMESPACES, SERVICES
 from nodeenv.cluster.churn import LivePod
@@ -105,23 +105,12 @@ def step(ctx: ScaleContext, size: int) -> Row:
     u2 = usage(ctx.cluster)
     vip, eps = timed(ctx, w)
     u3 = usage(ctx.cluster)
-    per_obj = {p: v * 1000 / max(added, 1) for p, v in u1.cpu_since(u0).items()}
-    changes = 2 * ctx.rounds
-    per_change = {p: v * 1000 / changes for p, v in u3.cpu_since(u2).items()}
     return {
         "vip p50 ms": pct(vip, 50),
         "vip p99 ms": pct(vip, 99),
         "eps p50 ms": pct(eps, 50),
         "eps p99 ms": pct(eps, 99),
-        "fiberlb MB": u3.rss["fiberlb"],
-        "fiberlb ms/obj": per_obj["fiberlb"],
-        "fiberlb ms/chg": per_change["fiberlb"],
-        "northd ms/chg": per_change["northd"],
-        "NB kcells": cells(ctx.cluster, "nb") / 1000,
-        "SB kcells": cells(ctx.cluster, "sb") / 1000,
-        "api MB": u3.rss["api"],
-        "api ms/obj": per_obj["api"],
-        "load s": took,
+        **costs(ctx.cluster, "fiberlb", (u0, u1), (u2, u3), added, 2 * ctx.rounds, took),
     }
 
 

@@ -48,9 +48,9 @@ from nodeenv.kubelet.nodenet import BootNodes, require_free
 from nodeenv.kubelet.runner import RUNNER_LABEL
 
 SERVERS = 3
+"""Nodes 1..3 are k3s servers (control-plane), any further ones agents."""
 API_DATA = "kubeapi-data"
 """The API double's --data-dir in the run dir."""
-"""Nodes 1..3 are k3s servers (control-plane), any further ones agents."""
 SERVER_LABELS = (  # what k3s labels an HA server with (embedded etcd): ROLES control-plane,etcd,master
     "node-role.kubernetes.io/control-plane=true,node-role.kubernetes.io/etcd=true,"
     "node-role.kubernetes.io/master=true"

@@ -48,9 +48,9 @@ from nodeenv.runtime_dir import link_run_dir, short_path
 KEPT = ("lightningstor",)
 """Daemons of the boot's table outside the cluster's power domain (PlasmaCloud's own service)."""
 NODE_TMPFS = ("run", "var/run")
+"""A node's directories that are tmpfs on a real node, under its root."""
 NOT_READY = ("Ready", "ContainersReady")
 """The pod conditions the node lifecycle controller turns False when a node stops posting status."""
-"""A node's directories that are tmpfs on a real node, under its root."""
 
 
 class PowerLossError(RuntimeError):
