@@ -1,17 +1,11 @@
-"""Pods in netns through the real PrismNET agent on the session's OVN node, with echo servers.
-
-The CNI tests' session-scoped agent is reused when it runs (one agent per node); otherwise
-this starts its own for the session.
-"""
+"""Pods in netns through the real PrismNET agent on the session's OVN node (the session's one
+`agent`, shared with the CNI and kubelet tests), with echo servers."""
 
 from __future__ import annotations
 
-import json
-import socket
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,49 +14,17 @@ from controllers.machinery import NAMESPACES, PODS, KubeClient
 from controllers.netpol.ovn_apply import PolicyNorthbound
 from controllers.netpol.translate import Desired, Member
 from controllers.resources import ContainerPort
-from nodeenv.cni_component import CniComponent
-from nodeenv.daemons import DaemonError
-from nodeenv.node import Node
-from tests.integration.cni.conftest import CLUSTER_CIDR, Agent, Pods, pod_ip
+from tests.integration.cni.conftest import Agent, Pods, pod_ip
 from tests.integration.controllers.machinery_kit import client_for
 from tests.integration.controllers.netpol.traffic import EchoServers
 
 TCP_PORTS, UDP_PORTS = (8080, 9000), (5353,)
 
 
-def _agent_running(node: Node) -> bool:
-    path = node.endpoints.get("PRISMNET_AGENT_SOCKET")
-    if not path or not Path(path).exists():
-        return False
-    with socket.socket(socket.AF_UNIX) as s:
-        return s.connect_ex(path) == 0
-
-
 @pytest.fixture(scope="session")
-def cni_agent(ovn_node: Node) -> Iterator[Agent]:
-    if _agent_running(ovn_node):
-        env = {k: v for k, v in ovn_node.endpoints.items() if k.startswith("PRISMNET_")}
-        conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-        conflist["plugins"] = conflist["plugins"][:1]
-        yield Agent(ovn_node, CniComponent(cluster_cidr=CLUSTER_CIDR), env, conflist)
-        return
-    component = CniComponent(cluster_cidr=CLUSTER_CIDR)
-    try:
-        env = component.start(ovn_node)
-    except DaemonError as e:
-        log = ovn_node.path("prismnet", "agent.log")
-        pytest.fail(f"{e}; agent log: {log.read_text()[-2000:] if log.exists() else '(none)'}")
-    ovn_node.endpoints.update(env)
-    conflist = json.loads(Path(env["PRISMNET_CNI_CONFLIST"]).read_text())
-    conflist["plugins"] = conflist["plugins"][:1]
-    agent = Agent(ovn_node, component, env, conflist)
-    try:
-        yield agent
-    finally:
-        agent.stop()
-        component.cleanup(ovn_node)
-        for key in env:
-            ovn_node.endpoints.pop(key, None)
+def cni_agent(agent: Agent) -> Agent:
+    """The session's one PrismNET agent (tests/cni_agent_fixture.py): one agent per node."""
+    return agent
 
 
 @dataclass
