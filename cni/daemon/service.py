@@ -67,7 +67,10 @@ class PodNetworkService:
             host, alloc, mac = self._wire(req, att, source, timer)
         except BaseException:
             plog.warning("ADD failed; removing what it created", exc_info=True)
-            self._teardown(req, att, source)
+            try:
+                self._teardown(req, att, source)
+            except Exception:  # the ADD's own error is the one to report; kubelet's DEL or GC retries
+                plog.warning("removing what the failed ADD created failed too", exc_info=True)
             raise
         log.info(  # not plog: a LoggerAdapter would drop the timing fields
             "added %s on %s via %s",

@@ -69,6 +69,22 @@ def test_add_that_times_out_removes_all_it_made(parts) -> None:
     assert (links.host, ovs.ports, nb.lsps, ipam.held) == ({}, {}, {}, {})
 
 
+def test_a_failed_rollback_does_not_hide_the_adds_own_error(parts, caplog) -> None:
+    """A full disk fails the ADD and then its rollback's NB write: kubelet must see the first error."""
+    svc, links, ovs, nb, _ipam = parts
+    ovs.install = False
+
+    def refused(lsp: str, *, address_set: str = "") -> None:
+        raise RuntimeError("ovsdb: I/O error: No space left on device")
+
+    nb.delete_port = refused  # type: ignore[method-assign]
+    with pytest.raises(PortNotReady):
+        svc.add(req("ADD"))
+    logged = [r for r in caplog.records if "failed too" in r.message]
+    assert logged and "No space left" in (logged[0].exc_text or ""), "the rollback's error is logged"
+    assert links.host == {}, "the rollback's other steps still ran"
+
+
 class SlowPort:
     """ovn-installed arrives only on the second wait: a port held up by an OVN central election."""
 
