@@ -60,6 +60,8 @@ class PodNetworkService:
         att = Attachment.from_request(req, self.node)
         plog = _plog(req, att)
         source = self._source(req.netconf)
+        if isinstance(source, DelegatedIpam) and (missing := source.problem(req)):
+            raise InvalidNetworkConfig(missing)  # the config's error, found before anything is made
         if self._exists(att):
             self._teardown(req, att, source)  # an ADD retried with the same container id starts clean
         timer.mark("prepare_ms")
