@@ -31,11 +31,13 @@ from tests.kubeapi_fixture import KubeApiHandle
 
 NS = "kube-system"
 SHARED_BOOT_ORDER = ("test_boot_nodes.py", "test_boot_monitoring.py", "test_kubectl_reach.py",
-                     "test_admin_kubectl.py", "test_boot_node_wiring.py")  # fmt: skip
+                     "test_admin_kubectl.py", "test_boot_node_wiring.py",
+                     "test_boot_powerloss.py")  # fmt: skip
 """The modules on the shared boot, in the order they run (one not named runs before the last): the
 boot's own output checked first; each removes what it made (a namespace, the workloads of its
-table) at its end. test_boot_node_wiring.py is last: it kills ovn-controller on node2 (its
-container's restart brings it back, which the test waits for)."""
+table) at its end. test_boot_node_wiring.py kills ovn-controller on node2 (its container's restart
+brings it back, which the test waits for); test_boot_powerloss.py is last: it cuts the power of
+the whole cluster and boots it again from its disks."""
 SHARED_BOOT_TIMEOUT = 900
 """For the first shared test (its setup boots, 3-6 min on a loaded machine) and the last (its
 teardown runs `down`)."""
