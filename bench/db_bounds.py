@@ -13,6 +13,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +32,12 @@ class DbSample:
     t: float
     values: dict[tuple[str, str], float] = field(default_factory=dict)
     """(kind, name) -> bytes: (file, "nb1.db"), (rss, "central/ovsdb-server-nb1"), ..."""
+    wall: float = 0.0
+    """time.time() when taken (to match ovsdb-server's log lines)"""
 
 
 def take(cluster: Cluster, t: float) -> DbSample:
-    s = DbSample(t)
+    s = DbSample(t, wall=time.time())
     central = cluster.central_component
     for db in DATABASES:
         for m in central.member_list(central_dir(cluster.central), db):
