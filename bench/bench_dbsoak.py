@@ -64,7 +64,8 @@ def soak(cluster: Cluster, churn: ClusterChurn) -> list[DbSample]:
 def progress(sample: DbSample, churn: ClusterChurn) -> str:
     sizes = sorted((name.removesuffix(".db"), v) for (kind, name), v in sample.values.items() if kind == FILE)
     files = " ".join(f"{name} {v / 2**20:.1f}" for name, v in sizes)
-    return f"  {sample.t / 60:5.1f} min: files (MiB) {files}; steps {churn.step_no}, pods {churn.counts['pod']}, errors {churn.errors.total()}"
+    counts = f"steps {churn.step_no}, pods {churn.counts['pod']}, errors {churn.errors.total()}"
+    return f"  {sample.t / 60:5.1f} min: files (MiB) {files}; {counts}"
 
 
 def rates(churn: ClusterChurn, took: float) -> str:
