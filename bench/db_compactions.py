@@ -19,8 +19,8 @@ from bench.db_bounds import FILE, RSS, DbSample
 
 SHRINK = 0.9
 """A file smaller than this fraction of its previous sample: compacted."""
-LOG_LINE = re.compile(
-    r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z)\|\d+\|(?P<module>[\w-]+)\|\w+\|(?P<text>.*)$"
+LOG_LINE = re.compile(  # time|sequence|module, "(thread)" after it outside the main one|level|text
+    r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z)\|\d+\|(?P<module>[^|]+)\|\w+\|(?P<text>.*)$"
 )
 ABOUT_COMPACTION = re.compile(r"compaction|snapshot|compacting", re.IGNORECASE)
 
