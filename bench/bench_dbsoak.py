@@ -41,7 +41,6 @@ PORTS = int(os.environ.get("DBSOAK_PORTS", "1"))
 RULE_PORTS = int(os.environ.get("DBSOAK_RULE_PORTS", "1"))
 PROGRESS = 60.0
 """seconds between progress lines (file sizes, churn counts)"""
-TEN_MB = 10 * 1024 * 1024
 
 
 def soak(cluster: Cluster, churn: ClusterChurn) -> list[DbSample]:
@@ -78,15 +77,12 @@ def rates(churn: ClusterChurn, took: float) -> str:
             f"create/delete/s ({RULE_PORTS} port(s) each); {churn.step_no / took:.2f} steps/s")  # fmt: skip
 
 
-def verdict(samples: list[DbSample], warmup: float) -> list[str]:
-    """Files that broke the bound ovsdb-server keeps: after warm-up, above both 10 MB and twice
-    their smallest size (what auto-compaction allows before it compacts)."""
-    out = []
-    for s in series(samples):
-        after = [v for t, v in s.points if t >= warmup]
-        if s.kind == FILE and after and max(after) > max(TEN_MB, 2 * min(s.values)) * 1.1:
-            out.append(f"{s.name} reached {max(after) / 1024:.0f} KiB")
-    return out
+def verdict(samples: list[DbSample]) -> list[str]:
+    """Files that broke the bound ovsdb-server keeps (db_compactions.overdue: over 10 MiB and twice
+    their size after the last compaction, and no compaction in the rule's longest wait)."""
+    return [
+        o for s in series(samples) if s.kind == FILE for o in db_compactions.overdue(s.name, s.points, SAMPLE)
+    ]
 
 
 def debug_logs(cluster: Cluster) -> dict[str, Path]:
@@ -130,7 +126,7 @@ def main() -> None:
         seen = db_compactions.found(samples)
         db_compactions.attach_logs(seen, samples, members)
         print("\n".join(db_compactions.report(seen)))
-        over = verdict(samples, took / 3)
+        over = verdict(samples)
         print(f"  verdict: {'files bounded' if not over else 'OVER BOUND: ' + '; '.join(over)}")
     finally:
         cluster.down()

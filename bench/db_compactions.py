@@ -19,6 +19,11 @@ from bench.db_bounds import FILE, RSS, DbSample
 
 SHRINK = 0.9
 """A file smaller than this fraction of its previous sample: compacted."""
+FLOOR = 10 * 1024 * 1024
+"""ovsdb-server's automatic-compaction floor (ovsdb_log_grew_lots: over 10 MiB and twice the base)."""
+LONGEST_WAIT = (20 + 2) * 60.0
+"""The longest an over-grown file may wait for its compaction: the 10-20 min timer after the last
+one, then a RAFT member's 1-2 min look again (a leader hands over and compacts at that look)."""
 LOG_LINE = re.compile(  # time|sequence|module, "(thread)" after it outside the main one|level|text
     r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z)\|\d+\|(?P<module>[^|]+)\|\w+\|(?P<text>.*)$"
 )
@@ -56,6 +61,22 @@ def found(samples: Sequence[DbSample]) -> list[Compaction]:
     return out
 
 
+def overdue(name: str, points: Sequence[tuple[float, float]], slack: float) -> list[str]:
+    """A file past ovsdb-server's rule (over the floor and twice its size after its last compaction)
+    while more than LONGEST_WAIT + `slack` seconds passed since that compaction (or the first
+    point): the automatic compaction did not come."""
+    out, (t0, base), prev = list[str](), points[0], points[0][1]
+    for t, size in points[1:]:
+        if size < prev * SHRINK:
+            t0, base = t, size
+        elif size > max(FLOOR, 2 * base) and t - t0 > LONGEST_WAIT + slack:
+            out.append(
+                f"{name} {size / 1024:.0f} KiB at {t / 60:.1f} min, {(t - t0) / 60:.1f} min since compacted"
+            )
+        prev = size
+    return out
+
+
 def rss_of(sample: DbSample, member: str) -> float | None:
     """The RSS of the member's ovsdb-server (its key ends in /ovsdb-server-<member>)."""
     return next(
@@ -78,9 +99,12 @@ def log_lines(lines: Iterable[str], since: float, until: float) -> list[str]:
 
 def attach_logs(compactions: list[Compaction], samples: Sequence[DbSample], logs: dict[str, Path]) -> None:
     """Each compaction's log lines from its member's log file (`logs`: member -> path), between the
-    wall-clock times of the sample before it and its own."""
+    wall-clock times of the second sample before it and its own (a sample's time is taken after its
+    files were read; two samples back also covers a compaction logged while the one before read
+    them; a member's compactions are minutes apart)."""
     walls = {s.t: s.wall for s in samples}
-    before = {s2.t: s1.wall for s1, s2 in itertools.pairwise(samples)}
+    before = {s3.t: s1.wall for s1, _, s3 in zip(samples, samples[1:], samples[2:], strict=False)}
+    before.update({s.t: 0.0 for s in samples[:2]})
     for c in compactions:
         path = logs.get(c.member)
         if path is None or not path.exists():

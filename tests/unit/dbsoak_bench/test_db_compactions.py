@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.db_bounds import FILE, LIVE, RSS, DbSample
-from bench.db_compactions import attach_logs, found, log_lines, report
+from bench.db_compactions import LONGEST_WAIT, attach_logs, found, log_lines, overdue, report
 
 MiB = 2**20
 T0 = datetime.fromisoformat("2026-11-28T04:40:00+00:00").timestamp()
@@ -68,7 +68,7 @@ def test_each_compaction_gets_its_own_members_log_lines_and_a_report_line(tmp_pa
     (tmp_path / "ovsdb-sb1.log").write_text(LOG)
     seen = found(SAMPLES)
     attach_logs(seen, SAMPLES, {"sb1": tmp_path / "ovsdb-sb1.log", "nb1": tmp_path / "missing.log"})
-    assert len(seen[0].log) == 3 and seen[1].log == [
+    assert len(seen[0].log) == 4 and seen[1].log == [
         f"2026-11-28T04:41:29.000Z ovsdb: OVN_Southbound: {TOOK} 1200ms (init: 9ms, write: 800ms)"
     ]
     out = report(seen)
@@ -76,5 +76,20 @@ def test_each_compaction_gets_its_own_members_log_lines_and_a_report_line(tmp_pa
     assert out[1] == "    0.3 min sb1: file 10752 -> 410 KiB, ovsdb-server RSS 40.0 -> 22.0 MiB"
     assert (
         "1.5 min sb1: file 10854 -> 307 KiB, ovsdb-server RSS 41.0 -> 21.0 MiB, 1.2 min after its previous"
-        in out[5]
+        in out[6]
     )
+
+
+def test_a_file_over_the_rule_is_overdue_only_past_the_rules_longest_wait() -> None:
+    grown = [(0.0, 0.3 * MiB), (600.0, 6 * MiB), (1200.0, 11 * MiB)]
+    assert overdue("sb1.db", grown, slack=10) == []  # over 10 MiB but 20 min in: may still wait
+    late = [*grown, (LONGEST_WAIT + 11, 12 * MiB)]
+    assert overdue("sb1.db", late, slack=10) == ["sb1.db 12288 KiB at 22.2 min, 22.2 min since compacted"]
+    compacted = [*grown, (1300.0, 0.3 * MiB), (1300 + LONGEST_WAIT - 60, 10.5 * MiB)]
+    assert overdue("sb1.db", compacted, slack=10) == []  # the wait counts from the compaction
+
+
+def test_a_file_under_twice_its_compacted_size_is_not_overdue_above_the_floor() -> None:
+    big = [(0.0, 6 * MiB), (1500.0, 11 * MiB), (3000.0, 11.5 * MiB)]
+    assert overdue("nb1.db", big, slack=10) == []
+    assert overdue("nb1.db", [(0.0, 4 * MiB), (3000.0, 10.2 * MiB)], slack=10) != []
