@@ -13,6 +13,7 @@ import shutil
 import statistics
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,19 +32,22 @@ class DbSample:
     t: float
     values: dict[tuple[str, str], float] = field(default_factory=dict)
     """(kind, name) -> bytes: (file, "nb1.db"), (rss, "central/ovsdb-server-nb1"), ..."""
+    wall: float = 0.0
+    """time.time() just after the files were read (to match ovsdb-server's log lines)"""
 
 
 def take(cluster: Cluster, t: float) -> DbSample:
-    s = DbSample(t)
-    central = cluster.central_component
-    for db in DATABASES:
-        for m in central.member_list(central_dir(cluster.central), db):
-            try:
-                s.values[FILE, m.dbfile.name] = float(m.dbfile.stat().st_size)
-            except OSError:
-                continue
-            if m.index <= 1 and (live := live_size(m)) is not None:
-                s.values[LIVE, m.db.name] = live
+    s, central = DbSample(t), cluster.central_component
+    members = [m for db in DATABASES for m in central.member_list(central_dir(cluster.central), db)]
+    for m in members:
+        try:
+            s.values[FILE, m.dbfile.name] = float(m.dbfile.stat().st_size)
+        except OSError:
+            continue
+    s.wall = time.time()
+    for m in members:
+        if m.index <= 1 and (FILE, m.dbfile.name) in s.values and (live := live_size(m)) is not None:
+            s.values[LIVE, m.db.name] = live
     for label, part in cluster.parts().items():
         for rec in part.daemons.load():
             if not rec.name.startswith(OVN_DAEMONS) or not is_alive(rec):

@@ -7,6 +7,7 @@ namespace of the soak left."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,12 @@ class ClusterChurn:
     """(from->to node, the target's age at the first lost ping, its age when one answered)"""
     added: dict[str, float] = field(default_factory=dict)
     """container id -> when its ADD returned"""
+    pods_per_step: int = 1
+    """pod ADDs a step (each on the next node, with its DEL of that node's oldest)"""
+    service_ports: int = 1
+    """ports (so VIPs of its OVN load balancer, and their logical flows) of each soak Service"""
+    policy_ports: int = 1
+    """ports of each NetworkPolicy's ingress rule (ACLs, and their logical flows)"""
 
     def __post_init__(self) -> None:
         self.net = ClusterPods(self.cluster, tag="s", attempts=1)  # a failed ADD is the soak's error
@@ -59,16 +67,20 @@ class ClusterChurn:
         Service over pods on several nodes, a NetworkPolicy, or DNS queries from a pod."""
         self.step_no += 1
         turn = [self.service, self.policy, self.dns][self.step_no % 3]
-        actions = [self.pod, turn, *([self.traffic] if self.step_no % 2 == 0 else [])]
-        for action in actions:
+        actions: list[tuple[str, Callable[[], None]]] = [
+            ("pod", functools.partial(self.pod, i)) for i in range(self.pods_per_step)
+        ]
+        actions += [(a.__name__, a) for a in (turn, *([self.traffic] if self.step_no % 2 == 0 else []))]
+        for name, action in actions:
             try:
                 action()
-                self.counts[action.__name__] += 1
+                self.counts[name] += 1
             except Exception as e:  # counted and printed: the soak goes on
-                self.errors[f"{action.__name__}: {str(e)[:160]}"] += 1
+                self.errors[f"{name}: {str(e)[:160]}"] += 1
 
-    def pod(self) -> None:
-        node = self.cluster.nodes[self.step_no % len(self.cluster.nodes)]
+    def pod(self, nth: int = 0) -> None:
+        nodes = self.cluster.nodes
+        node = nodes[(self.step_no * self.pods_per_step + nth) % len(nodes)]
         mine = [p for p in self.pods if p.node == node.name]
         if len(mine) >= PODS_PER_NODE:
             self.delete(mine[0])
@@ -138,17 +150,21 @@ class ClusterChurn:
         """A LoadBalancer Service whose EndpointSlice holds one live pod of each node; the one made
         six steps before deleted (the controllers write and remove its OVN load balancer)."""
         n, by_node = self.step_no, {p.node: p.ip for p in self.pods}
+        ports = [(_port_name(i), 80 + i, 8080 + i) for i in range(self.service_ports)]
+        slice_ports = [{"name": name, "port": target, "protocol": "TCP"} for name, _, target in ports]
         svc = {
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {"name": f"s{n}", "namespace": "default"},
-            "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
-        }
+            "spec": {"type": "LoadBalancer", "ports": [
+                {"name": name, "port": port, "targetPort": target} for name, port, target in ports
+            ]},
+        }  # fmt: skip
         eps = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
                "metadata": {"name": f"s{n}-a", "namespace": "default",
                             "labels": {"kubernetes.io/service-name": f"s{n}"}},
                "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in by_node.values()],
-               "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}  # fmt: skip
+               "ports": slice_ports}  # fmt: skip
         self._kubectl("apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "List", "items": [svc, eps]})
         self.services.append((n, time.monotonic()))
         while len(self.services) > 2:
@@ -159,7 +175,7 @@ class ClusterChurn:
     def policy(self) -> None:
         """A NetworkPolicy in one of the pods' namespaces, replacing that namespace's previous one."""
         n = self.step_no
-        ns = f"soak-{n % 3}"
+        ns, ports = f"soak-{n % 3}", [{"port": 80 + i} for i in range(self.policy_ports)]
         if ns not in self._kubectl("get", "namespaces", "-o", "name").split():
             self._kubectl(
                 "apply", "-f", "-", stdin={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
@@ -167,7 +183,7 @@ class ClusterChurn:
         pol = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                "metadata": {"name": f"np{n}", "namespace": ns},
                "spec": {"podSelector": {},
-                        "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 80}]}]}}  # fmt: skip
+                        "ingress": [{"from": [{"podSelector": {}}], "ports": ports}]}}  # fmt: skip
         self._kubectl("apply", "-f", "-", stdin=pol)
         for name in self._kubectl("get", "networkpolicy", "-n", ns, "-o", "name").split():
             if name != f"networkpolicy.networking.k8s.io/np{n}":
@@ -244,6 +260,10 @@ def unreachable_evidence(nodes: dict[str, ClusterNode], env: dict[str, str], a: 
         ctl = subprocess.run(argv, capture_output=True, text=True).stdout.strip()
         status.append(f"{node.name} ovn-controller {ctl or '?'}")
     return f"SB binding {sb or 'none'}; {'; '.join(status)}"
+
+
+def _port_name(i: int) -> str:
+    return "http" if i == 0 else f"http{i}"
 
 
 def _peer(netns: str, *args: str) -> list[str]:
