@@ -39,7 +39,7 @@ K_EXTERNAL = "fiberlb.external-ips"
 leader restores the pool from it, never from the Service's status, which a tenant may write)."""
 OWNER = "fiberlb-controller"
 FULL_CHECK_EVERY = 150
-"""attach() calls between two checks of every row of ours (150 × 2 s: 5 minutes)."""
+"""attach() calls between two checks of every row of ours (150 calls 2 s apart: 5 minutes)."""
 TABLES = dict.fromkeys(
     (
         "Load_Balancer",

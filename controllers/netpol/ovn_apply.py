@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,10 +140,9 @@ def _index(owned: dict[Any, str], row: Any, keep: bool) -> None:
 def _acl_keys(row: Any, updates: Any) -> set[str]:
     """The owner keys an ACL change concerns: its own, and the one it had (external_ids rewritten)."""
     keys = {row.external_ids.get(K_KEY, "")}
-    try:
-        keys.add(updates.external_ids.get(K_KEY, ""))
-    except (AttributeError, TypeError, AssertionError):  # not an update of external_ids
-        pass
+    old = getattr(updates, "external_ids", None)  # the old values of the columns that changed only
+    if isinstance(old, Mapping):
+        keys.add(old.get(K_KEY, ""))
     return keys - {""}
 
 
@@ -205,7 +204,8 @@ class _Apply(Command):  # type: ignore[misc]
         self.seen |= seen  # kept across retries of this command
         self.seen_keys |= keys
         self._meter(txn)
-        sets, groups = _owned_rows(self.api, self.idl, "Address_Set"), _owned_rows(self.api, self.idl, "Port_Group")
+        sets = _owned_rows(self.api, self.idl, "Address_Set")
+        groups = _owned_rows(self.api, self.idl, "Port_Group")
         for want in self.desired.address_sets.values():
             row = sets.get(want.name)
             if row is None or self.last.sets.get(want.name) != want or row.uuid in self.seen:
