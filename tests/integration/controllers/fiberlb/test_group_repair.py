@@ -45,7 +45,7 @@ def test_rows_taken_out_of_the_group_are_put_back(ovn_node: Node, nb: OvnBackend
     for i in range(3):
         nb.apply(desired(f"svc-{i}", f"10.96.77.{i + 1}"))
     uuids = {nbctl(ovn_node, "--bare", "--columns=_uuid", "find", "Load_Balancer",
-                   f"name={lb_name(f'repair/svc-{i}', 'tcp')}") for i in range(3)}  # fmt: skip
+                   f'name="{lb_name(f"repair/svc-{i}", "tcp")}"') for i in range(3)}  # fmt: skip
     assert uuids <= members(ovn_node)  # the apply added each to the group
     until(lambda: nb.attach() == 0)  # the applies' own notifications checked: nothing to add
 
