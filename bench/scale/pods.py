@@ -14,13 +14,13 @@ stage (NB row -> SB Port_Binding -> claim -> ovn-installed) by the same raw moni
 (SCALE_MAX bounds the largest size; the lock: one userspace-datapath ovs-vswitchd per machine)
 
 `step(ctx, size) -> dict[str, float]` measures one size on a PodsCtx; `frame_step(ctx, size)` is
-the same for `make bench BENCH=scale`'s frame (`Curve("pods", pods.SIZES, pods.frame_step)`).
+the same for `make bench BENCH=scale`'s frame (`CURVE`, in bench_scale's CURVES): both print the
+frame's table (bench/scale/frame.py: one growth exponent, log-log between consecutive sizes).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import tempfile
@@ -38,6 +38,7 @@ from bench.cni_batch_floor import FloorPort, make_ports, remove_ports, switches
 from bench.cni_density import Pods, node_labels, sample
 from bench.cni_floor import RawOvsdb
 from bench.scale.floor import IdlFloor, StageClock, StageRun, floor_batch, print_beside, stage_run
+from bench.scale.frame import Curve, Row, sizes_within, table
 from bench.stats import pct
 from nodeenv.cni_component import installed_runtime
 from nodeenv.node import Node
@@ -154,7 +155,7 @@ def _floor(ctx: PodsCtx, size: int) -> StageRun:
         remove_ports(ports, e)
 
 
-def step(ctx: PodsCtx, size: int) -> dict[str, float]:
+def step(ctx: PodsCtx, size: int) -> Row:
     """Fill the node to `size` pods (the last PROBE + READY of them measured), then the floor."""
     if not ctx.pods.live:  # each namespace's first pod makes its switch and router port: untimed
         for pod in ctx.pods.make(NAMESPACES):
@@ -195,7 +196,7 @@ def step(ctx: PodsCtx, size: int) -> dict[str, float]:
     }
 
 
-def frame_step(ctx: Any, size: int) -> dict[str, float]:
+def frame_step(ctx: Any, size: int) -> Row:
     """`step` for `make bench BENCH=scale`'s frame (its context has a `state` dict): the pods curve
     runs on a private node of its own, made at the first size and removed after the largest one
     within SCALE_MAX (or when a step fails)."""
@@ -212,36 +213,30 @@ def frame_step(ctx: Any, size: int) -> dict[str, float]:
     largest = max((s for s in SIZES if s <= int(os.environ.get("SCALE_MAX", "1000"))), default=0)
     if size >= largest:
         stack.close()
-    return row
+    print(stages_line(size, row))
+    return numbers(row)
 
 
-def slope(xs: list[float], ys: list[float]) -> float:
-    """Growth exponent: least-squares slope of log(y) over log(x) (NaN without two positive points)."""
-    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
-    if len(pts) < 2:
-        return float("nan")
-    mx, my = statistics.fmean(p[0] for p in pts), statistics.fmean(p[1] for p in pts)
-    den = sum((p[0] - mx) ** 2 for p in pts)
-    return sum((p[0] - mx) * (p[1] - my) for p in pts) / den if den else float("nan")
+CURVE = Curve("pods", SIZES, frame_step, {"agent RSS MB": 1.2, "agent CPU ms/pod": 0.2})
+"""In `make bench BENCH=scale` (SCALE_CURVES=pods): it needs /tmp/k8shost-ovn.lock as well (its node
+runs in the machine's own namespace), which bench_scale takes, before the cluster lock, for it."""
 
 
-def print_table(rows: dict[int, dict[str, float]]) -> None:
-    sizes = sorted(rows)
-    keys = [k for k in rows[sizes[0]] if not k.startswith(("ours stage", "floor stage"))]
-    print(f"  {'pods per node':28s}" + "".join(f"{s:>10d}" for s in sizes) + "     slope")
-    for k in keys:
-        vals = [rows[s][k] for s in sizes]
-        print(
-            f"  {k:28s}"
-            + "".join(f"{v:10.1f}" for v in vals)
-            + f"  {slope([float(s) for s in sizes], vals):8.2f}"
-        )
-    for s in sizes:
-        print(f"  at {s}: " + "; ".join(f"{k} {v:.0f} ms" for k, v in rows[s].items() if "stage-p99" in k))
+STAGES = ("ours stage", "floor stage")
+"""Row keys naming the stage that holds each p99 (the name is in the key): printed, not tabled."""
+
+
+def numbers(row: Row) -> Row:
+    """The row without its stage keys (their names change between sizes)."""
+    return {k: v for k, v in row.items() if not k.startswith(STAGES)}
+
+
+def stages_line(size: int, row: Row) -> str:
+    return f"  at {size}: " + "; ".join(f"{k} {v:.0f} ms" for k, v in row.items() if k.startswith(STAGES))
 
 
 def sizes_from(text: str, scale_max: int) -> list[int]:
-    return [s for s in (int(x) for x in text.split(",") if x.strip()) if s <= scale_max]
+    return sizes_within([int(x) for x in text.split(",") if x.strip()], scale_max)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -266,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"  the IDL floor: {PROBE} ports at concurrency {CONC} with the size present (2-core machine, shared)"
     )
-    rows: dict[int, dict[str, float]] = {}
+    rows: dict[int, Row] = {}
     with tempfile.TemporaryDirectory(prefix="cnis-", dir="/tmp") as d, pods_context(Path(d)) as ctx:
         for s in sizes:
             t0 = time.perf_counter()
@@ -275,7 +270,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  size {s} ({time.perf_counter() - t0:.0f} s):")
             print_beside([("ours (prismnet ADD)", ours), ("floor (IDL, group commit)", floor)])
             print(f"    the agent's own medians (ms): {ctx.phases[s]}")
-        print_table(rows)  # before the teardown (DEL of every pod) takes its minutes
+        print(table(CURVE, {s: numbers(r) for s, r in rows.items()}))  # before the teardown's DELs
+        for s, r in rows.items():
+            print(stages_line(s, r))
 
 
 if __name__ == "__main__":

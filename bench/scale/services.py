@@ -25,7 +25,7 @@ from controllers.machinery import ENDPOINT_SLICES, NAMESPACES, SERVICES
 from nodeenv.cluster.churn import LivePod
 
 NS = "scale-svc"
-SIZES = (100, 1000, 10_000)
+SIZES = (100, 1000, 3000, 10_000)
 
 
 def service(name: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from controllers.fiberlb.backend import Applied, BackendError
 from controllers.fiberlb.desired import DesiredLB, Listener
+from controllers.fiberlb.owned_rows import OwnedRows, holds, references, size
 from ovnaccess.commands import Command, by_name, read
 from ovnaccess.connection import Ovsdb, OvsdbUnavailable, connect
 
@@ -37,6 +38,8 @@ K_EXTERNAL = "fiberlb.external-ips"
 """The Service's external IPs, space-separated: the controller's record of its allocation (a new
 leader restores the pool from it, never from the Service's status, which a tenant may write)."""
 OWNER = "fiberlb-controller"
+FULL_CHECK_EVERY = 150
+"""attach() calls between two checks of every row of ours (150 calls 2 s apart: 5 minutes)."""
 TABLES = dict.fromkeys(
     (
         "Load_Balancer",
@@ -81,26 +84,43 @@ def _options(desired: DesiredLB) -> dict[str, str]:
     return opts
 
 
+def _ours(row: Any) -> bool:
+    return bool(row.external_ids.get(K_OWNER) == OWNER)
+
+
 def _owned(api: Any, service: str) -> list[Any]:
     return [
         row
         for proto in ("tcp", "udp", "sctp")
-        if (row := by_name(api, "Load_Balancer", lb_name(service, proto))) is not None
-        and row.external_ids.get(K_OWNER) == OWNER
+        if (row := by_name(api, "Load_Balancer", lb_name(service, proto))) is not None and _ours(row)
     ]
 
 
 class _Group(Command):  # type: ignore[misc]
     """The `fiberlb` group attached to every namespace switch and the cluster router, holding every
-    row we own (a row taken out of it by hand is put back)."""
+    row we own (a row taken out of it by hand is put back). Checked: the rows created or changed
+    since the last run, and every row of ours when the group holds fewer references than we own
+    rows or `full` (owned_rows.py: no row's columns are converted for that)."""
+
+    def __init__(self, api: Any, owned: OwnedRows, full: bool) -> None:
+        super().__init__(api)
+        self.owned, self.full = owned, full
+        self.checked: set[Any] = set()
 
     def run_idl(self, txn: Any) -> None:
         group = ensure_group(self.api, txn)
-        members = {r.uuid for r in group.load_balancer}
-        for row in self.api.tables["Load_Balancer"].rows.values():
-            if row.uuid not in members and row.external_ids.get(K_OWNER) == OWNER:
+        members = references(group, "load_balancer")
+        self.checked = self.owned.take_changed()
+        if self.full or members is None or size(members) < len(self.owned.uuids):
+            self.checked |= self.owned.uuids
+        rows = self.api.tables["Load_Balancer"].rows
+        added = 0
+        for u in self.checked:
+            row = rows.get(u)
+            if row is not None and not holds(members, u):
                 group.addvalue("load_balancer", row)
-        self.result = group
+                added += 1
+        self.result = added
 
 
 def ensure_group(api: Any, txn: Any) -> Any:
@@ -151,7 +171,7 @@ class _Apply(Command):  # type: ignore[misc]
             changes += _set(row, "options", _options(d))
             changes += _set(row, "selection_fields", ["ip_src"] if d.options.algorithm == "ip-hash" else [])
             changes += self._health_checks(txn, row, listeners)
-        self.result = changes  # (group membership of existing rows: repaired by attach(), O(rows))
+        self.result = changes  # (group membership of existing rows: repaired by attach())
 
     def _health_checks(self, txn: Any, row: Any, listeners: list[Listener]) -> int:
         hc = self.desired.options.health_check
@@ -253,6 +273,14 @@ class OvnBackend:
         self.db, self._api = db, db.api
         self.nb_writes = 0
         """Transactions that changed something (for the benchmark's NB writes/s)."""
+        self.owned = OwnedRows(_ours)
+        self._attaches = 0
+        db.on_row_change("Load_Balancer", self.owned.on_row)
+        db.on_replaced(self._index_rows)
+        self._read(lambda api: self._index_rows())  # on the connection's thread: no hook interleaves
+
+    def _index_rows(self) -> None:
+        self.owned.reset(self._api.tables["Load_Balancer"].rows.values())
 
     @classmethod
     def connect(cls, remote: str) -> OvnBackend:
@@ -281,9 +309,19 @@ class OvnBackend:
             self.nb_writes += 1
             log.info("removed the load balancers of %s", service)
 
-    def attach(self) -> None:
-        """Attach the group to switches created since the last apply (called periodically)."""
-        _Group(self._api).execute(check_error=True, log_errors=False)
+    def attach(self) -> int:
+        """Attach the group to switches created since the last apply and put our rows missing from
+        it back (called every 2 s; every FULL_CHECK_EVERY-th call checks every row of ours)."""
+        self._attaches += 1
+        cmd = _Group(self._api, self.owned, full=self._attaches % FULL_CHECK_EVERY == 0)
+        try:
+            added: int = cmd.execute(check_error=True, log_errors=False)
+        except Exception:
+            self._read(lambda api: self.owned.put_back(cmd.checked))
+            raise
+        if added:
+            log.warning("put %d load balancers of ours back into the %s group", added, GROUP)
+        return added
 
     def services(self) -> set[str]:
         def fn(api: Any) -> set[str]:

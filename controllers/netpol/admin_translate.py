@@ -262,9 +262,9 @@ def translate_admin(
     if banp is not None:
         banp_rules = _baseline(out, admin, banp, prio)
         outcomes[banp.key] = _ready(banp, sum(len(v) for v in banp_rules.values()))
-    np_layers = _np_layers(out, prio)
     banp_key = (tuple(banp_rules["Ingress"]), tuple(banp_rules["Egress"]))
     anps = sorted((p for p in policies if not p.baseline), key=lambda p: (p.priority or 0, p.name))
+    np_layers = _np_layers(out, prio) if anps else {}  # every NetworkPolicy ACL: only for an ANP
     by_priority: dict[int, list[str]] = defaultdict(list)
     for p in anps:
         by_priority[p.priority or 0].append(p.name)

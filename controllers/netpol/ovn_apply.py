@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,20 +75,34 @@ class ApplyStats:
         return self.created + self.changed + self.deleted
 
 
+INDEXED = ("Port_Group", "Address_Set")
+"""Tables whose rows of ours are indexed by uuid (name kept): an apply finds them without a scan."""
+
+
 class _Idl(OvsdbIdl):
     """Keeps a parsed view of every logical switch port, updated as the rows change (a reconcile
-    reads it instead of converting 500 IDL rows each time)."""
+    reads it instead of converting 500 IDL rows each time), our port groups and address sets by
+    uuid, and what changed since the last apply: rows by uuid, ACLs by their owner key (an apply
+    compares a port group again when it or one of its owner's ACLs changed, without reading every
+    group's ACLs to find out)."""
 
     on_change: Callable[[], None] | None = None
     touched: set[Any]
+    touched_keys: set[str]
     port_view: dict[Any, PortInfo]
+    owned: dict[str, dict[Any, str]]
 
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
         table = row._table.name
         if table != "Logical_Switch_Port":
+            ours = row.external_ids.get(K_OWNER) == OWNER
             with self.ports_lock:
                 self.touched.add(row.uuid)
-            if row.external_ids.get(K_OWNER) != OWNER:
+                if table in self.owned:
+                    _index(self.owned[table], row, ours and event != "delete")
+                elif table == "ACL":
+                    self.touched_keys |= _acl_keys(row, updates)
+            if not ours:
                 return
         else:
             with self.ports_lock:
@@ -99,18 +113,45 @@ class _Idl(OvsdbIdl):
         if self.on_change is not None:
             self.on_change()
 
-    def take_touched(self) -> set[Any]:
-        """Uuids of Port_Group, Address_Set and ACL rows changed since the last call."""
+    def take_touched(self) -> tuple[set[Any], set[str]]:
+        """Uuids of Port_Group, Address_Set and ACL rows changed since the last call, and the owner
+        keys of the changed ACLs."""
         with self.ports_lock:
-            touched: set[Any] = self.touched
-            self.touched = set()
-        return touched
+            touched, keys = self.touched, self.touched_keys
+            self.touched, self.touched_keys = set(), set()
+        return touched, keys
 
     def __init__(self, remote: str, helper: Any) -> None:
         self.ports_lock = threading.Lock()
         self.port_view: dict[Any, PortInfo] = {}
         self.touched: set[Any] = set()
+        self.touched_keys: set[str] = set()
+        self.owned = {t: {} for t in INDEXED}
         super().__init__(remote, helper)
+
+
+def _index(owned: dict[Any, str], row: Any, keep: bool) -> None:
+    if keep:
+        owned[row.uuid] = row.name
+    else:
+        owned.pop(row.uuid, None)
+
+
+def _acl_keys(row: Any, updates: Any) -> set[str]:
+    """The owner keys an ACL change concerns: its own, and the one it had (external_ids rewritten)."""
+    keys = {row.external_ids.get(K_KEY, "")}
+    old = getattr(updates, "external_ids", None)  # the old values of the columns that changed only
+    if isinstance(old, Mapping):
+        keys.add(old.get(K_KEY, ""))
+    return keys - {""}
+
+
+def _owned_rows(api: Any, idl: _Idl, table: str) -> dict[str, Any]:
+    """name -> row of our rows of `table`, from the index (no row's columns converted)."""
+    rows = api.tables[table].rows
+    with idl.ports_lock:
+        owned = list(idl.owned[table].items())
+    return {name: row for u, name in owned if (row := rows.get(u)) is not None}
 
 
 def _port_info(r: Any) -> PortInfo:
@@ -155,19 +196,23 @@ class _Apply(Command):  # type: ignore[misc]
         self.created = self.changed = self.deleted = 0
         self.released = 0
         self.seen: set[Any] = set()
+        self.seen_keys: set[str] = set()
 
     def run_idl(self, txn: Any) -> None:
         self.created = self.changed = self.deleted = 0
-        self.seen |= self.idl.take_touched()  # kept across retries of this command
+        seen, keys = self.idl.take_touched()
+        self.seen |= seen  # kept across retries of this command
+        self.seen_keys |= keys
         self._meter(txn)
-        sets, groups = _ours(self.api, "Address_Set"), _ours(self.api, "Port_Group")
+        sets = _owned_rows(self.api, self.idl, "Address_Set")
+        groups = _owned_rows(self.api, self.idl, "Port_Group")
         for want in self.desired.address_sets.values():
             row = sets.get(want.name)
             if row is None or self.last.sets.get(want.name) != want or row.uuid in self.seen:
                 self._address_set(txn, row, want)
         for pg in self.desired.port_groups.values():
             row = groups.get(pg.name)
-            if row is None or self.last.groups.get(pg.name) != pg or self._touched(row):
+            if row is None or self.last.groups.get(pg.name) != pg or self._touched(row, pg):
                 self._port_group(txn, row, pg)
         for stale in (
             *(r for n, r in groups.items() if n not in self.desired.port_groups),
@@ -206,8 +251,8 @@ class _Apply(Command):  # type: ignore[misc]
             self.changed += 1
         row.bands = [band]
 
-    def _touched(self, group: Any) -> bool:
-        return group.uuid in self.seen or any(a.uuid in self.seen for a in group.acls)
+    def _touched(self, group: Any, want: PortGroup) -> bool:
+        return group.uuid in self.seen or want.owner in self.seen_keys
 
     def _new(self, txn: Any, table: str, name: str, owner: str) -> Any:
         if by_name(self.api, table, name) is not None:
@@ -292,8 +337,10 @@ class PolicyNorthbound:
 
     def _reset_view(self, api: Any) -> None:
         rows = api.tables["Logical_Switch_Port"].rows.values()
+        owned = {t: {r.uuid: n for n, r in _ours(api, t).items()} for t in INDEXED}
         with self._idl.ports_lock:
             self._idl.port_view = {r.uuid: _port_info(r) for r in rows}
+            self._idl.owned = owned
 
     def on_change(self, callback: Callable[[], None]) -> None:
         """`callback` (on the IDL thread) whenever a logical switch port or one of our rows appears,
@@ -342,6 +389,7 @@ class PolicyNorthbound:
             except Exception:
                 with self._idl.ports_lock:  # nothing was written: compare these rows next time
                     self._idl.touched |= cmd.seen
+                    self._idl.touched_keys |= cmd.seen_keys
                 raise
             self._last = _Last(dict(desired.address_sets), dict(desired.port_groups))
         if cmd.released:

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from bench.bench_scale import CURVES, LOCK, OVN_LOCK, locks
 from bench.scale.floor import GroupCommit, PortTimes, StageClock, stage_run
-from bench.scale.pods import sizes_from, slope
+from bench.scale.pods import CURVE, numbers, sizes_from, stages_line
 
 
 def test_group_commit_writes_waiting_items_together_and_hands_errors_back() -> None:
@@ -62,11 +63,16 @@ def test_the_p99_is_named_by_the_slowest_ports_largest_stage() -> None:
     assert run.p99_stage() == "flows" and run.slowest["flows"] == pytest.approx(900)
 
 
-def test_slope_is_the_growth_exponent() -> None:
-    xs = [100.0, 300.0, 1000.0]
-    assert slope(xs, [x**1.5 for x in xs]) == pytest.approx(1.5)
-    assert slope(xs, [7.0, 7.0, 7.0]) == pytest.approx(0.0)
-    assert slope([100.0], [1.0]) != slope([100.0], [1.0])  # NaN with one point
+def test_the_pods_curve_is_in_the_frame_with_its_stages_printed_not_tabled() -> None:
+    assert CURVE in CURVES and CURVE.sizes == (100, 300, 1000)
+    row = {"ADD p99 ms": 80.0, "ours stage-p99 northd": 40.0, "floor stage-p99 flows": 12.0}
+    assert numbers(row) == {"ADD p99 ms": 80.0}
+    assert stages_line(300, row) == "  at 300: ours stage-p99 northd 40 ms; floor stage-p99 flows 12 ms"
+
+
+def test_the_ovn_lock_is_taken_first_and_only_for_the_pods_curve() -> None:
+    assert locks(["services", "policies"]) == [LOCK]
+    assert locks(["services", "pods"]) == [OVN_LOCK, LOCK]  # the order tests/conftest.py takes them in
 
 
 def test_scale_max_bounds_the_sizes() -> None:
