@@ -5,7 +5,7 @@
   its echo awaited; a reset (ECONNRESET, EPIPE, or the peer closing) and every gap over 0.3 s between
   echoes are reported; a reset stream is reconnected;
 - a DNS A query for --dns-name to --dns-server every 100 ms (1 s timeout); a failure is reported
-  only when one retry fails too.
+  only when one retry fails too, with why each of the two failed (a timeout, the rcode).
 
 Events go to stdout as JSON lines {"t": <unix time>, "kind": "reset"|"stall"|"dns_fail", ...} until
 SIGTERM."""
@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from dnslib import QTYPE, DNSRecord  # type: ignore[import-untyped]  # dnslib ships no stubs
+from dnslib import QTYPE, RCODE, DNSRecord  # type: ignore[import-untyped]  # dnslib ships no stubs
 
 INTERVAL = 0.1
 STALL = 0.3
@@ -76,18 +76,27 @@ def stream(name: str, addr: tuple[str, int]) -> None:
         time.sleep(INTERVAL)
 
 
-def _resolves(server: str, name: str) -> bool:
+def ask(server: str, name: str, port: int = 53, timeout: float = 1.0) -> str:
+    """'' when an A record came back, else why not: `timeout` (no reply within `timeout`: the packet
+    or its reply lost or late), `rcode NXDOMAIN`/`rcode SERVFAIL`/... (the server answered, without
+    the name), `no A record`, or the socket's error."""
     try:
-        reply = DNSRecord.parse(DNSRecord.question(name, "A").send(server, 53, timeout=1.0))
-    except (OSError, ValueError):
-        return False
-    return any(rr.rtype == QTYPE.A for rr in reply.rr)
+        reply = DNSRecord.parse(DNSRecord.question(name, "A").send(server, port, timeout=timeout))
+    except TimeoutError:
+        return "timeout"
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    if any(rr.rtype == QTYPE.A for rr in reply.rr):
+        return ""
+    rcode = reply.header.rcode
+    return f"rcode {RCODE.get(rcode)}" if rcode else "no A record"
 
 
 def dns(server: str, name: str) -> None:
     while not _stop.is_set():
-        if not _resolves(server, name) and not _resolves(server, name):
-            emit("dns_fail", name=name)
+        first = ask(server, name)
+        if first and (retry := ask(server, name)):
+            emit("dns_fail", name=name, first=first, retry=retry)
         time.sleep(INTERVAL)
 
 
