@@ -11,7 +11,8 @@
    `kubectl set image` does (only the containers running our image), `kubectl rollout status` awaited.
 
 Printed per component rolled (and for a quiet minute before, the baseline): connections reset
-(target 0), DNS failures beyond one retry (target 0), longest stream stall and longest volume write
+(target 0), DNS failures beyond one retry (target 0; waited for as a pod's resolver waits, 5 s a try;
+answers after 1 s counted apart), longest stream stall and longest volume write
 stall (target < 1 s), pod ADDs failed (FailedCreatePodSandBox Events; target 0), rollout time.
 
     make bench BENCH=upgrade  # the rolls 26 min at load 20-70 here, plus the boot; UPGRADE_BENCH_ONLY=...
@@ -250,6 +251,7 @@ def report(windows: list[Window], events: list[dict[str, Any]], gaps: list[tuple
             "reset_streams": sorted({e["stream"] for e in mine if e["kind"] == "reset"}),
             "liveness_kills": sorted(what for t, what in kills or () if w.holds(t)),
             "dns_why": dict(Counter(e.get("retry", "?") for e in mine if e["kind"] == "dns_fail")),
+            "dns_slow": [e["seconds"] for e in mine if e["kind"] == "dns_slow"],
         })  # fmt: skip
     return rows
 
@@ -267,7 +269,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               + (f"  liveness-killed: {','.join(r['liveness_kills'])}" if r.get("liveness_kills")
                  else "")
               + (f"  dns: {', '.join(f'{n} {why}' for why, n in r['dns_why'].items())}" if r.get("dns_why")
-                 else ""))  # fmt: skip
+                 else "")
+              + (f"  dns answered after 1 s: {len(r['dns_slow'])} (max {max(r['dns_slow']):.1f} s)"
+                 if r.get("dns_slow") else ""))  # fmt: skip
     sys.stdout.flush()
 
 

@@ -4,10 +4,13 @@
 - one long-lived TCP stream per --stream NAME=IP:PORT (an echo server behind it): a line every 100 ms,
   its echo awaited; a reset (ECONNRESET, EPIPE, or the peer closing) and every gap over 0.3 s between
   echoes are reported; a reset stream is reconnected;
-- a DNS A query for --dns-name to --dns-server every 100 ms (1 s timeout); a failure is reported
-  only when one retry fails too, with why each of the two failed (a timeout, the rcode).
+- a DNS A query for --dns-name to --dns-server every 100 ms, waited for as a pod's resolver waits
+  (glibc's defaults, resolv.conf(5) `timeout:5 attempts:2`: 5 s, then one retry of 5 s); a failure
+  is reported only when the retry fails too, with why each of the two failed (a timeout, the
+  rcode); an answer that took over 1 s is reported as slow.
 
-Events go to stdout as JSON lines {"t": <unix time>, "kind": "reset"|"stall"|"dns_fail", ...} until
+Events go to stdout as JSON lines {"t": <unix time>, "kind": "reset"|"stall"|"dns_fail"|"dns_slow",
+...} until
 SIGTERM."""
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from dnslib import QTYPE, RCODE, DNSRecord  # type: ignore[import-untyped]  # dn
 
 INTERVAL = 0.1
 STALL = 0.3
+RESOLVER_TIMEOUT = 5.0
+"""What a pod's resolver waits for each try (glibc's default; kubelet's resolv.conf sets no timeout)."""
+DNS_SLOW = 1.0
 _out = threading.Lock()
 _stop = threading.Event()
 
@@ -76,7 +82,7 @@ def stream(name: str, addr: tuple[str, int]) -> None:
         time.sleep(INTERVAL)
 
 
-def ask(server: str, name: str, port: int = 53, timeout: float = 1.0) -> str:
+def ask(server: str, name: str, port: int = 53, timeout: float = RESOLVER_TIMEOUT) -> str:
     """'' when an A record came back, else why not: `timeout` (no reply within `timeout`: the packet
     or its reply lost or late), `rcode NXDOMAIN`/`rcode SERVFAIL`/... (the server answered, without
     the name), `no A record`, or the socket's error."""
@@ -94,9 +100,12 @@ def ask(server: str, name: str, port: int = 53, timeout: float = 1.0) -> str:
 
 def dns(server: str, name: str) -> None:
     while not _stop.is_set():
+        started = time.time()
         first = ask(server, name)
         if first and (retry := ask(server, name)):
             emit("dns_fail", name=name, first=first, retry=retry)
+        elif (took := time.time() - started) > DNS_SLOW:
+            emit("dns_slow", name=name, seconds=round(took, 3), retried=bool(first))
         time.sleep(INTERVAL)
 
 
