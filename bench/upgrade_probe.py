@@ -10,8 +10,7 @@
   rcode); an answer that took over 1 s is reported as slow.
 
 Events go to stdout as JSON lines {"t": <unix time>, "kind": "reset"|"stall"|"dns_fail"|"dns_slow",
-...} until
-SIGTERM."""
+...} until SIGTERM."""
 
 from __future__ import annotations
 
