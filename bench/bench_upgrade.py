@@ -11,7 +11,8 @@
    `kubectl set image` does (only the containers running our image), `kubectl rollout status` awaited.
 
 Printed per component rolled (and for a quiet minute before, the baseline): connections reset
-(target 0), DNS failures beyond one retry (target 0), longest stream stall and longest volume write
+(target 0), DNS failures beyond one retry (target 0; waited for as a pod's resolver waits, 5 s a try;
+answers after 1 s counted apart), longest stream stall and longest volume write
 stall (target < 1 s), pod ADDs failed (FailedCreatePodSandBox Events; target 0), rollout time.
 
     make bench BENCH=upgrade  # the rolls 26 min at load 20-70 here, plus the boot; UPGRADE_BENCH_ONLY=...
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -248,6 +250,8 @@ def report(windows: list[Window], events: list[dict[str, Any]], gaps: list[tuple
             "rollout_s": (w.end - w.start) if w.name != "baseline" else 0.0,
             "reset_streams": sorted({e["stream"] for e in mine if e["kind"] == "reset"}),
             "liveness_kills": sorted(what for t, what in kills or () if w.holds(t)),
+            "dns_why": dict(Counter(e.get("retry", "?") for e in mine if e["kind"] == "dns_fail")),
+            "dns_slow": [e["seconds"] for e in mine if e["kind"] == "dns_slow"],
         })  # fmt: skip
     return rows
 
@@ -263,7 +267,11 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{r['write_stall_s']:>5.2f}s {r['add_failures']:>7} {r['rollout_s']:>7.0f}s"
               + (f"  reset: {','.join(r['reset_streams'])}" if r["reset_streams"] else "")
               + (f"  liveness-killed: {','.join(r['liveness_kills'])}" if r.get("liveness_kills")
-                 else ""))  # fmt: skip
+                 else "")
+              + (f"  dns: {', '.join(f'{n} {why}' for why, n in r['dns_why'].items())}" if r.get("dns_why")
+                 else "")
+              + (f"  dns answered after 1 s: {len(r['dns_slow'])} (max {max(r['dns_slow']):.1f} s)"
+                 if r.get("dns_slow") else ""))  # fmt: skip
     sys.stdout.flush()
 
 
@@ -330,6 +338,9 @@ def run(
     resets = [e for e in events if e["kind"] == "reset"]
     for e in resets[:20]:
         print(f"  reset {e['stream']} at {time.strftime('%H:%M:%S', time.gmtime(e['t']))}: {e['error']}")
+    for e in [e for e in events if e["kind"] == "dns_fail"][:40]:
+        print(f"  dns_fail at {time.strftime('%H:%M:%S', time.gmtime(e['t']))}: {e.get('first')}, "
+              f"then {e.get('retry')}")  # fmt: skip
     slow = sorted(churn.ready_after.values())
     if slow:
         p50 = slow[len(slow) // 2]

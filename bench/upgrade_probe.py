@@ -4,11 +4,13 @@
 - one long-lived TCP stream per --stream NAME=IP:PORT (an echo server behind it): a line every 100 ms,
   its echo awaited; a reset (ECONNRESET, EPIPE, or the peer closing) and every gap over 0.3 s between
   echoes are reported; a reset stream is reconnected;
-- a DNS A query for --dns-name to --dns-server every 100 ms (1 s timeout); a failure is reported
-  only when one retry fails too.
+- a DNS A query for --dns-name to --dns-server every 100 ms, waited for as a pod's resolver waits
+  (glibc's defaults, resolv.conf(5) `timeout:5 attempts:2`: 5 s, then one retry of 5 s); a failure
+  is reported only when the retry fails too, with why each of the two failed (a timeout, the
+  rcode); an answer that took over 1 s is reported as slow.
 
-Events go to stdout as JSON lines {"t": <unix time>, "kind": "reset"|"stall"|"dns_fail", ...} until
-SIGTERM."""
+Events go to stdout as JSON lines {"t": <unix time>, "kind": "reset"|"stall"|"dns_fail"|"dns_slow",
+...} until SIGTERM."""
 
 from __future__ import annotations
 
@@ -22,10 +24,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from dnslib import QTYPE, DNSRecord  # type: ignore[import-untyped]  # dnslib ships no stubs
+from dnslib import QTYPE, RCODE, DNSRecord  # type: ignore[import-untyped]  # dnslib ships no stubs
 
 INTERVAL = 0.1
 STALL = 0.3
+RESOLVER_TIMEOUT = 5.0
+"""What a pod's resolver waits for each try (glibc's default; kubelet's resolv.conf sets no timeout)."""
+DNS_SLOW = 1.0
 _out = threading.Lock()
 _stop = threading.Event()
 
@@ -76,18 +81,30 @@ def stream(name: str, addr: tuple[str, int]) -> None:
         time.sleep(INTERVAL)
 
 
-def _resolves(server: str, name: str) -> bool:
+def ask(server: str, name: str, port: int = 53, timeout: float = RESOLVER_TIMEOUT) -> str:
+    """'' when an A record came back, else why not: `timeout` (no reply within `timeout`: the packet
+    or its reply lost or late), `rcode NXDOMAIN`/`rcode SERVFAIL`/... (the server answered, without
+    the name), `no A record`, or the socket's error."""
     try:
-        reply = DNSRecord.parse(DNSRecord.question(name, "A").send(server, 53, timeout=1.0))
-    except (OSError, ValueError):
-        return False
-    return any(rr.rtype == QTYPE.A for rr in reply.rr)
+        reply = DNSRecord.parse(DNSRecord.question(name, "A").send(server, port, timeout=timeout))
+    except TimeoutError:
+        return "timeout"
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    if any(rr.rtype == QTYPE.A for rr in reply.rr):
+        return ""
+    rcode = reply.header.rcode
+    return f"rcode {RCODE.get(rcode)}" if rcode else "no A record"
 
 
 def dns(server: str, name: str) -> None:
     while not _stop.is_set():
-        if not _resolves(server, name) and not _resolves(server, name):
-            emit("dns_fail", name=name)
+        started = time.time()
+        first = ask(server, name)
+        if first and (retry := ask(server, name)):
+            emit("dns_fail", name=name, first=first, retry=retry)
+        elif (took := time.time() - started) > DNS_SLOW:
+            emit("dns_slow", name=name, seconds=round(took, 3), retried=bool(first))
         time.sleep(INTERVAL)
 
 
