@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nodeenv.cluster import db_wipe
-from nodeenv.cluster.invariants import rows
+from nodeenv.cluster.invariants import _as_list, rows
 from nodeenv.daemons import run_checked
 from nodeenv.node import read_env_file
 from nodeenv.scenario import Scenario
@@ -24,8 +24,6 @@ A, B = "nbr-a", "nbr-b"
 PODS = ((A, "a1"), (B, "b1"), (B, "b2"))
 PORT = 8080
 NB_READ = {
-    "Logical_Switch": ["name", "other_config"],
-    "Logical_Switch_Port": ["name", "addresses", "enabled"],
     "Load_Balancer": ["name", "vips"],
     "Port_Group": ["name"],
     "ACL": ["match"],
@@ -57,12 +55,14 @@ def run(scn: Scenario) -> None:
     before = _nb_state(nb)
     with scn.step("nb rebuild: the NB wiped and created empty; the suite writes it back", on="all") as step:
         wiped_at = db_wipe.wipe(cluster, "nb")
-        after = _until(lambda: _nb_state(nb), lambda s: s == before, "the NB as before", timeout=60)
+        after = _until(lambda: _nb_state(nb), lambda s: not _difference(before, s), "the NB as before",
+                       timeout=60, show=lambda s: _difference(before, s))  # fmt: skip
         in_nb = time.monotonic() - wiped_at
         paths = _until(lambda: _paths(ips, lb_ip), _as_expected, "the same paths after the rebuild")
         back = time.monotonic() - wiped_at
-        step.detail = (f"NB as before in {in_nb:.1f} s ({_counts(after)}); b2 -> b1 and the LB again, "
-                       f"a1 -> b1 refused: {back:.1f} s after the wipe ({paths})")  # fmt: skip
+        step.detail = (f"NB as before in {in_nb:.1f} s ({_counts(after)}; {before['empty switches']} "
+                       "switches of namespaces without pods left to their next ADD); b2 -> b1 and the LB "
+                       f"again, a1 -> b1 refused: {back:.1f} s after the wipe ({paths})")  # fmt: skip
     with scn.step("nb rebuild: the SB wiped; northd and the chassis write it back", on="all") as step:
         chassis = _sb_chassis(sb)
         wiped_at = db_wipe.wipe(cluster, "sb")
@@ -106,26 +106,57 @@ def _as_expected(paths: dict[str, bool]) -> bool:
 
 
 def _nb_state(nb: str) -> dict[str, Any]:
-    """What the suite wrote into the NB, comparable across a rebuild (no UUIDs): switches with their
-    subnets, ports with their addresses, load balancers with their VIPs, port groups by name, ACLs
-    by count."""
+    """What the suite wrote into the NB, comparable across a rebuild (no UUIDs): the switches that
+    have a port besides their router port, with their subnets, and those ports with their addresses;
+    load balancers with their VIPs, port groups by name, ACLs by count. A namespace switch no pod is
+    on any more is not written again (the next ADD in its namespace creates it): counted apart."""
+    switches = rows("ovn-nbctl", nb, "Logical_Switch", ["name", "other_config", "ports"])
+    ports = {str(p.pop("_uuid")): p for p in rows("ovn-nbctl", nb, "Logical_Switch_Port",
+                                                    ["_uuid", "name", "addresses", "enabled"])}  # fmt: skip
+    used, empty = [], 0
+    for sw in switches:
+        own = [ports[str(u)] for u in _as_list(sw.pop("ports")) if str(u) in ports]
+        if any(p["addresses"] != "router" for p in own):
+            used += [sw, *own]
+        else:
+            empty += 1
     got = {t: rows("ovn-nbctl", nb, t, cols) for t, cols in NB_READ.items()}
     return {
-        t: sorted(json.dumps(r, sort_keys=True) for r in got[t]) if t != "ACL" else len(got[t]) for t in got
+        "in use": sorted(json.dumps(r, sort_keys=True) for r in used),
+        "empty switches": empty,
+        **{
+            t: sorted(json.dumps(r, sort_keys=True) for r in v) if t != "ACL" else len(v)
+            for t, v in got.items()
+        },
     }
 
 
 def _counts(state: dict[str, Any]) -> str:
     n = {t: v if isinstance(v, int) else len(v) for t, v in state.items()}
-    return (f"{n['Logical_Switch']} switches, {n['Logical_Switch_Port']} ports, {n['Load_Balancer']} LBs, "
-            f"{n['Port_Group']} port groups, {n['ACL']} ACLs")  # fmt: skip
+    return (f"{n['in use']} switches and ports in use, {n['Load_Balancer']} LBs, {n['Port_Group']} port "
+            f"groups, {n['ACL']} ACLs")  # fmt: skip
+
+
+def _difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What differs, by table: (rows only before, rows only after), or (count before, count after)."""
+    out: dict[str, Any] = {}
+    for t in (t for t in before if t != "empty switches"):
+        b, a = before[t], after[t]
+        if isinstance(b, int):
+            out.update({t: (b, a)} if a != b else {})
+        elif a != b:
+            out[t] = (sorted(set(b) - set(a)), sorted(set(a) - set(b)))
+    return out
 
 
 def _sb_chassis(sb: str) -> list[str]:
     return sorted(str(c["name"]) for c in rows("ovn-sbctl", sb, "Chassis", ["name"]))
 
 
-def _until(fn: Callable[[], Any], ok: Callable[[Any], bool], what: str, timeout: float = 20.0) -> Any:
+def _until(
+    fn: Callable[[], Any], ok: Callable[[Any], bool], what: str, timeout: float = 20.0,
+    show: Callable[[Any], Any] = repr,
+) -> Any:  # fmt: skip
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -135,5 +166,6 @@ def _until(fn: Callable[[], Any], ok: Callable[[Any], bool], what: str, timeout:
         if not isinstance(value, Exception) and ok(value):
             return value
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what} (last: {value!r})")
+            last = value if isinstance(value, Exception) else show(value)
+            raise RuntimeError(f"timed out waiting for {what} (last: {last})")
         time.sleep(0.2)
