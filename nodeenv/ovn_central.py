@@ -269,6 +269,13 @@ class OvnCentral:
             node, self.member_list(directory, db), {**node.process_env(), **rundirs(directory)}, raft
         )
 
+    def recreate_standalone(self, node: Node, key: str) -> None:
+        """A new, empty standalone database `key` in place of its stopped member's file, started on the
+        same socket, listener and TLS files (nodeenv/cluster/db_wipe.py)."""
+        m = self.member(node, key, 0)
+        m.dbfile.unlink(missing_ok=True)
+        start_standalone(node, m, {**node.process_env(), **rundirs(m.dir)})
+
     def leader(self, node: Node, key: str) -> Member | None:
         """The member that says it leads its cluster (None during an election)."""
         for m in self.member_list(central_dir(node), next(db for db in DATABASES if db.key == key)):

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 RECONNECT_MAX_BACKOFF_MS = 1000
 Tables = Mapping[str, Sequence[str] | None]
 """Table -> the columns to replicate (None: all of them)."""
+GLOBAL_TABLES = {"OVN_Northbound": "NB_Global"}
+"""The table whose one row stands for a standalone database's file (OvsdbIdl); `connect` monitors
+it (its name only, when the caller did not ask for it)."""
 
 
 class OvsdbUnavailable(RuntimeError):
@@ -45,7 +48,12 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
     not refused. python-ovs remembers the highest RAFT index it has seen and calls any server below
     it "stale" forever (as ovn-northd does until `nb-cluster-state-reset`); a new cluster id resets
     that, and once monitoring the new database, `replaced_hooks` run (on the IDL thread) so the
-    component resynchronises what it wrote."""
+    component resynchronises what it wrote.
+
+    A standalone database has no cluster id: there, the database's global row (`NB_Global`, which
+    ovn-northd or our agent inserts once into a new database; `connect` monitors it) stands for the
+    file. Monitoring again after a reconnection and finding it gone or another row, the database
+    was replaced too; a server merely restarted on its file still has the same row."""
 
     _synced_session = -1
     reconnects = 0
@@ -53,7 +61,10 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
     cluster_ids: tuple[str | None, bool] = (None, False)
     """(the cluster id monitored last, whether a new one is waiting for its first monitor reply)"""
     replaced = 0
-    """Times the database was found replaced (a new cluster id)."""
+    """Times the database was found replaced (a new cluster id, or a standalone one's new global row)."""
+    global_row: str | None = None
+    """The database's global row as last monitored ("": none yet; None: not watched or not yet)."""
+    _global_session = -1
 
     def cooperative_yield(self) -> None:
         pass
@@ -90,6 +101,7 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
                 self.change_seqno += 1
                 self.reconnects += 1
             self._synced_session = session
+        self._follow_global_row(session)
         cid, pending = self.cluster_ids
         if pending and self.state == self.IDL_S_MONITORING:
             self.cluster_ids = (cid, False)
@@ -97,6 +109,27 @@ class OvsdbIdl(connection.OvsdbIdl):  # type: ignore[misc]
             for hook in self.replaced_hooks:
                 hook()
         return changed
+
+    def _global_row(self) -> str | None:
+        table = self.tables.get(GLOBAL_TABLES.get(self._db.name, ""))
+        return None if table is None else str(next(iter(table.rows), ""))
+
+    def _follow_global_row(self, session: int) -> None:
+        """Note the global row while connected and monitoring; on the first monitor reply of a new
+        connection to a standalone database, that row gone or another one means the database was
+        replaced (see the class doc): its replaced hooks then run as for a new cluster id."""
+        if self.state != self.IDL_S_MONITORING or not self._session.is_connected():
+            return  # python-ovs may empty the replica while it reconnects
+        now, known = self._global_row(), self.global_row
+        if session != self._global_session:
+            if self._global_session != -1 and self.cluster_ids[0] is None and known and now != known:
+                log.warning(
+                    "%s: %s was replaced (a standalone database; global row %s, was %s): resyncing",
+                    self.session_name(), self._db.name, now or "none yet", known,
+                )  # fmt: skip
+                self.cluster_ids = (None, True)
+            self._global_session = session
+        self.global_row = now
 
 
 class NotifyingIdl(OvsdbIdl):
@@ -228,6 +261,8 @@ def connect(
             helper.register_table(table)
         else:
             helper.register_columns(table, list(columns))
+    if schema in GLOBAL_TABLES and GLOBAL_TABLES[schema] not in tables:
+        helper.register_columns(GLOBAL_TABLES[schema], ["name"])
     idl = idl_class(remote, helper)
     idl._session.reconnect.set_backoff(1000, RECONNECT_MAX_BACKOFF_MS)
     conn = connection.Connection(idl, timeout)

@@ -94,6 +94,8 @@ class _Idl(OvsdbIdl):
 
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
         table = row._table.name
+        if table not in TABLES:  # NB_Global's name only, which `connect` adds (a standalone NB's identity)
+            return
         if table != "Logical_Switch_Port":
             ours = row.external_ids.get(K_OWNER) == OWNER
             with self.ports_lock:

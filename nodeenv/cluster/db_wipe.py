@@ -1,5 +1,11 @@
 """An OVN central database lost on every member and created again, empty (issue 29 item 4).
 
+Standalone (the sandbox's central): its one ovsdb-server stopped by PID, its file replaced by an
+empty database of the schema (`ovsdb-tool create`), started again on the same socket, `pssl:`
+listener and TLS files. No client needs telling: a standalone database has no RAFT index to call
+stale; ovnaccess tells the new file by its NB_Global row (ovnaccess/connection.py).
+
+RAFT:
 `wipe(cluster, "nb")` stops every member of the NB RAFT cluster (SIGTERM, by recorded PID),
 deletes their database files, creates a new empty clustered NB on the same RAFT addresses (the
 same TLS files: what an operator does with `ovsdb-tool create-cluster` / `join-cluster` after
@@ -35,10 +41,14 @@ def wipe(cluster: Cluster, key: str = "nb") -> float:
     """Replace database `key` (nb or sb) by a new, empty cluster (see module doc); the
     time.monotonic() at which its last member was stopped."""
     comp, central = cluster.central_component, cluster.central
-    if comp.mode != "raft":
-        raise DaemonError("wipe: the cluster's OVN central is not RAFT (cluster-up --ovn-central raft)")
     db = next(d for d in DATABASES if d.key == key)
     members = comp.member_list(central_dir(central), db)
+    if comp.mode == "standalone":
+        stop(record(central, members[0].daemon))
+        at = time.monotonic()
+        comp.recreate_standalone(central, key)
+        log.info("%s (standalone) wiped and created again, empty", db.name)
+        return at
     raft = raft_addresses(members)
     for m in members:
         stop(record(central, m.daemon))

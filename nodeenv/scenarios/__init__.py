@@ -16,6 +16,7 @@ from nodeenv.scenarios import (
     kubectl_reach,
     metrics,
     monitoring,
+    nb_rebuild,
     node_failure,
     node_rejoin,
     ovn_alive,
@@ -50,6 +51,7 @@ SCENARIOS = (
     cold_restart,  # a cluster only: every daemon killed at once and started again, pods kept
     db_bounds,  # a cluster only: NB/SB file sizes and free disk exported; a compaction shrinks them
     node_rejoin,  # a cluster only: runs every earlier cleanup first; the last node rebooted, reinstalled
+    nb_rebuild,  # a cluster only: after every earlier cleanup, the NB and the SB wiped and rebuilt
     node_failure,  # a cluster only: runs every earlier cleanup first, then kills a node
     spec_times,  # last: the spec's performance requirements beside the measured steps
 )  # fmt: skip
