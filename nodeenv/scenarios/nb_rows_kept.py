@@ -33,14 +33,20 @@ def run(scn: Scenario) -> None:
         names = run_checked([*nbctl, "--bare", "--columns=name", "list", "Logical_Switch"], env).split()
         switch = next((n for n in sorted(names) if n == f"{MGMT_PREFIX}{place.name}"),
                       next(n for n in sorted(names) if n.startswith(MGMT_PREFIX)))  # fmt: skip
-        was = subnet(switch)
+        lsp = management_names(switch.removeprefix(MGMT_PREFIX))[1]
+
+        def kept() -> tuple[str, str]:
+            get = [*nbctl, "--if-exists", "get", "Logical_Switch_Port", lsp, "addresses"]
+            return subnet(switch), run_checked(get, env).strip().strip('[]"')
+
+        was = kept()
         started = time.monotonic()
         run_checked([*nbctl, "ls-del", switch], env)
-        wait_for(lambda: subnet(switch) != "", f"{switch} written back by its agent", timeout=10)
-        took, now = time.monotonic() - started, subnet(switch)
-        if now != was:
-            raise RuntimeError(f"{switch} came back with {now}, had {was}")
-        r.detail = f"{switch} {now} back in {took:.2f} s"
+        wait_for(lambda: "" not in kept(), f"{switch} and {lsp} written back by its agent", timeout=10)
+        took, (now, port) = time.monotonic() - started, kept()
+        if (now, port) != was:
+            raise RuntimeError(f"{switch} came back with {now} {port}, had {was}")
+        r.detail = f"{switch} {now} and {lsp} {port} back in {took:.2f} s"
     with scn.step("nb rows kept: a switch overlapping another's subnet is refused", on=place.name) as r:
         rt = installed_runtime(place.env, chained=False)
         data = Path(run_checked(["mktemp", "-d"]).strip())
