@@ -20,6 +20,7 @@ address into port_security, during which the port exists without port security.)
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -43,9 +44,20 @@ from cni.platform_guard import PlatformGuard
 from ovnaccess.commands import Command, by_name, read, table_rows
 from ovnaccess.connection import Ovsdb
 
+log = logging.getLogger(__name__)
+
 
 class SubnetsExhausted(RuntimeError):
     pass
+
+
+class SubnetOverlap(RuntimeError):
+    """A switch was to be created with a subnet overlapping another switch's: refused, nothing written."""
+
+    def __init__(self, switch: str, subnet: str, other: str, other_subnet: str) -> None:
+        super().__init__(f"switch {switch}: subnet {subnet} overlaps {other_subnet} of switch {other}; "
+                         "not created (two switches would hand out the same addresses)")  # fmt: skip
+        self.switch, self.subnet, self.other, self.other_subnet = switch, subnet, other, other_subnet
 
 
 class SwitchMissing(LookupError):
@@ -111,6 +123,8 @@ class _EnsureSwitch(Command):  # type: ignore[misc]
         carve = self.subnet is None
         subnet = self._carve(switches) if carve else self.subnet
         assert subnet is not None
+        if not carve:
+            _refuse_overlap(self.switch, subnet, switches, managed=self.as_carved)
         gateway = self.gateway or (str(next(subnet.hosts())) if carve else "")
         ls = txn.insert(self.api.tables["Logical_Switch"])
         ls.name = self.switch
@@ -125,11 +139,7 @@ class _EnsureSwitch(Command):  # type: ignore[misc]
         self.before_commit("ensure_switch")
 
     def _carve(self, switches: list[Any]) -> ipaddress.IPv4Network:
-        used = []
-        for row in switches:
-            for value in (row.external_ids.get(K_SUBNET), row.other_config.get("subnet")):
-                if value:
-                    used.append(ipaddress.ip_network(value, strict=False))
+        used = [net for row in switches for _, net in _subnets_of(row, managed=True)]
         for cand in self.cluster.subnets(new_prefix=self.prefix):
             if not any(cand.overlaps(u) for u in used):
                 return cand
@@ -142,7 +152,9 @@ class _EnsureSwitch(Command):  # type: ignore[misc]
         else:
             router = txn.insert(self.api.tables["Logical_Router"])
             router.name, router.external_ids = ROUTER, {OWNER: self.owner}
-        lrp = txn.insert(self.api.tables["Logical_Router_Port"])
+        # a switch deleted alone (`ovn-nbctl ls-del`) leaves its router port: taken again (names are unique)
+        lrp = by_name(self.api, "Logical_Router_Port", f"rtr-{self.switch}")
+        lrp = lrp if lrp is not None else txn.insert(self.api.tables["Logical_Router_Port"])
         lrp.name, lrp.mac, lrp.networks = f"rtr-{self.switch}", router_mac(gateway), [network]
         lrp.external_ids = {OWNER: self.owner}
         router.addvalue("ports", lrp)
@@ -151,6 +163,25 @@ class _EnsureSwitch(Command):  # type: ignore[misc]
         rport.options = {"router-port": lrp.name}
         rport.external_ids = {OWNER: self.owner}
         ls.addvalue("ports", rport)
+
+
+def _subnets_of(row: Any, *, managed: bool) -> list[tuple[str, ipaddress.IPv4Network]]:
+    """A switch's subnets: OVN IPAM's (`other_config:subnet`) and, if `managed`, PrismNET's record too
+    (external_ids; a delegated or PrismNET-IPAM switch has only that one), as (text, network)."""
+    values = [row.other_config.get("subnet"), row.external_ids.get(K_SUBNET) if managed else None]
+    return [(v, ipaddress.IPv4Network(v, strict=False)) for v in dict.fromkeys(values) if v]
+
+
+def _refuse_overlap(
+    switch: str, subnet: ipaddress.IPv4Network, switches: list[Any], *, managed: bool
+) -> None:
+    """SubnetOverlap if `subnet` overlaps another switch's OVN IPAM subnet, or, for a switch whose
+    addresses OVN IPAM gives (`managed`), any subnet another switch records. Switches of delegated
+    IPAM may share a range among themselves: their addresses are that IPAM's, not ours."""
+    for row in switches:
+        for text, net in _subnets_of(row, managed=managed):
+            if row.name != switch and subnet.overlaps(net):
+                raise SubnetOverlap(switch, str(subnet), row.name, text)
 
 
 class _AllocatePort(Command):  # type: ignore[misc]
@@ -321,9 +352,16 @@ def _lsp(row: Any, switch: str = "") -> Lsp:
 class Northbound:
     """Typed operations on the OVN northbound database."""
 
-    def __init__(self, db: Ovsdb, owner: str, *, before_commit: BeforeCommit = _no_hook) -> None:
+    def __init__(
+        self,
+        db: Ovsdb,
+        owner: str,
+        *,
+        before_commit: BeforeCommit = _no_hook,
+        on_overlap: Callable[[SubnetOverlap], None] | None = None,
+    ) -> None:
         self._db, self._api, self._owner = db, db.api, owner
-        self._before_commit = before_commit
+        self._before_commit, self._on_overlap = before_commit, on_overlap
         self._held = PortAddresses()
         db.on_row_change("Logical_Switch_Port", self._held.on_change)
 
@@ -351,7 +389,13 @@ class Northbound:
             self._api, switch, cluster, prefix, subnet, gateway, self._owner, self._before_commit, as_carved
         )
         # our exceptions are answers (no subnet left), raised to the caller: not ovsdbapp's to log
-        return cmd.execute(check_error=True, log_errors=False)  # type: ignore[no-any-return]
+        try:
+            return cmd.execute(check_error=True, log_errors=False)  # type: ignore[no-any-return]
+        except SubnetOverlap as e:
+            log.error("refused: %s", e, extra={"switch": e.switch, "subnet": e.subnet, "other": e.other})
+            if self._on_overlap is not None:
+                self._on_overlap(e)
+            raise
 
     def allocate_port(
         self,

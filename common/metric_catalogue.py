@@ -162,6 +162,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Pod addresses of the whole cluster CIDR: used, free (carved subnets' free plus uncarved space)",
     ),
     _m(
+        "prismnet_switch_subnet_overlaps_refused_total",
+        "counter",
+        "",
+        (AGENT,),
+        "Logical switches not created: their subnet overlapped another switch's (the log names both)",
+    ),
+    _m(
         "prismnet_geneve_tunnels",
         "gauge",
         "bfd",

@@ -20,23 +20,26 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from aiohttp import web
 
+from cni.daemon.lost_rows import LostRows
 from cni.daemon.metrics import AgentSources, Metrics
 from cni.daemon.server import CniServer, serve_unix
 from cni.daemon.service import Adapters, PodNetworkService
 from cni.ipam import AddressSource, OvnIpam
 from cni.ipam_usage import SubnetUsage
 from cni.links import Links
-from cni.management import ensure_management_port
-from cni.ovn import OvsPorts, connect
+from cni.management import ensure_management_port, management_names
+from cni.ovn import K_LSP, OvsPorts, connect
 from cni.ovn_controller_probe import OvnControllerProbe
-from cni.ovn_nb import Northbound
+from cni.ovn_nb import Northbound, SubnetOverlap
 from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
 from cni.port_namespaces import PortNamespaces
 from cni.republish import Republished, republish
@@ -93,10 +96,12 @@ def _bridge(ovs_db: Ovsdb, bridge: str) -> bool:
     return True
 
 
-def build_service(s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb) -> PodNetworkService:
+def build_service(
+    s: AgentSettings, ovs_db: Ovsdb, nb_db: Ovsdb, on_overlap: Callable[[SubnetOverlap], None] | None = None
+) -> PodNetworkService:
     ovs = OvsPorts(ovs_db, s.bridge)
     node = s.node_name or ovs.system_id() or os.uname().nodename
-    nb = Northbound(nb_db, owner=f"prismnet-agent/{node}")
+    nb = Northbound(nb_db, owner=f"prismnet-agent/{node}", on_overlap=on_overlap)
     dns = Dns(
         nameservers=tuple(x for x in s.dns_servers.split(",") if x),
         search=tuple(x for x in s.dns_search.split(",") if x),
@@ -174,7 +179,9 @@ async def run(s: AgentSettings) -> int:
         keep = [asyncio.create_task(_keep_guard(stop, step)) for step in refresh]
         replaced = asyncio.Event()
         dbs[1].on_replaced(lambda: loop.call_soon_threadsafe(replaced.set))  # dbs: [OVS, NB]
-        keep.append(asyncio.create_task(_rebuild_when_replaced(stop, replaced, s, service, refresh)))
+        lost = LostRows(service.node, loop)
+        dbs[1].on_row_change("Logical_Switch_Port", lost.on_port)
+        keep.append(asyncio.create_task(_rebuild_when_replaced(stop, replaced, lost, s, service, refresh)))
         startup.waiting_for = ""
         log.info("prismnet-agent serving on %s (node %s, bridge %s)", s.socket, service.node, s.bridge)
         await stop.wait()
@@ -227,7 +234,7 @@ async def _start(
     metrics.ovsdb.watch(nb_db, "OVN_Northbound")
     if await startup.until(f"the integration bridge {s.bridge}", lambda: _bridge(ovs_db, s.bridge)) is None:
         return None
-    service = await asyncio.to_thread(build_service, s, ovs_db, nb_db)
+    service = await asyncio.to_thread(build_service, s, ovs_db, nb_db, metrics.refused_overlap)
     if s.management_port:
         a = service._a
         port = await startup.until(
@@ -272,44 +279,76 @@ async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object]) -> None:
 async def _rebuild_when_replaced(
     stop: asyncio.Event,
     replaced: asyncio.Event,
+    lost: LostRows,
     s: AgentSettings,
     service: PodNetworkService,
     refresh: list[Callable[[], object]],
 ) -> None:
-    """Each time the NB is found replaced by an empty one: this node's part written again
-    (cni/republish.py), retried every RETRY_SECONDS until it succeeds."""
+    """Each time the NB is found replaced by an empty one, or rows of this node are deleted under it
+    (cni/daemon/lost_rows.py): this node's part written again (cni/republish.py), retried every
+    RETRY_SECONDS until it succeeds."""
     while not stop.is_set():
-        waits = [asyncio.create_task(replaced.wait()), asyncio.create_task(stop.wait())]
+        waits = [asyncio.create_task(e.wait()) for e in (replaced, lost.wake, stop)]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for w in waits:
             w.cancel()
+        full = replaced.is_set()
         replaced.clear()
+        names, since = lost.take()
+        if not full and not names:
+            continue
         while not stop.is_set() and not replaced.is_set():
             try:
-                done = await asyncio.to_thread(_rebuild_node, s, service, refresh)
+                done = await asyncio.to_thread(_rebuild_node, s, service, refresh, None if full else names)
             except Exception as e:  # the new NB not writable yet (an election): again shortly
                 log.warning("writing this node's NB state again failed: %s", e)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), RETRY_SECONDS)
                 continue
-            log.warning("the NB was replaced: %d pod port(s) of node %s written again (held until their "
-                        "policies are in), %d gone, in %.2f s", done.ports, service.node, done.skipped,
-                        done.seconds)  # fmt: skip
+            if full:
+                log.warning("the NB was replaced: %d pod port(s) of node %s written again (held until "
+                            "their policies are in), %d gone, in %.2f s", done.ports, service.node,
+                            done.skipped, done.seconds)  # fmt: skip
+            elif done.ports or done.management:
+                log.warning("rows of node %s deleted from the NB under its agent written back: the "
+                            "management port: %s, %d pod port(s) (held until their policies are in), "
+                            "%.2f s after the deletion", service.node, done.management, done.ports,
+                            time.monotonic() - since, extra={"node": service.node})  # fmt: skip
             break
 
 
+@dataclass(frozen=True, slots=True)
+class _Rebuilt:
+    ports: int
+    skipped: int
+    seconds: float
+    management: bool
+    """The management port (and the guard, egress set, default route with it) written again."""
+
+
 def _rebuild_node(
-    s: AgentSettings, service: PodNetworkService, refresh: list[Callable[[], object]]
-) -> Republished:
-    """Pods first (held: nothing reaches them yet), then the management port, guard and egress set."""
+    s: AgentSettings, service: PodNetworkService, refresh: list[Callable[[], object]], lost: set[str] | None
+) -> _Rebuilt:
+    """Pods first (held: nothing reaches them yet), then the management port, guard and egress set.
+    `lost`: only these ports, each if still missing from the NB (a pod's: if its OVS interface is
+    still bound; the management port's: with all that is the node's); None: everything (a new NB)."""
     a = service._a
-    done = republish(s, a.nb, a.ovs.owned_ports(), a.links.pod_link)
-    if s.management_port:
+    ports = a.ovs.owned_ports()
+    if lost is not None:
+        ports = [
+            p for p in ports if p.external_ids.get(K_LSP) in lost and a.nb.port(p.external_ids[K_LSP]) is None
+        ]
+    done = republish(s, a.nb, ports, a.links.pod_link) if ports or lost is None else Republished(0, 0, 0.0)
+    mgmt_lsp = management_names(service.node)[1]
+    management = s.management_port and (lost is None or (mgmt_lsp in lost and a.nb.port(mgmt_lsp) is None))
+    if management:
         ensure_management_port(s, a.nb, a.ovs, a.links, service.node)
-    for step in refresh:
-        step()
-    service.resync_egress()
-    return done
+    if management or lost is None:
+        for step in refresh:
+            step()
+    if management or done.ports or lost is None:
+        service.resync_egress()
+    return _Rebuilt(done.ports, done.skipped, done.seconds, management)
 
 
 async def _drop_events(s: AgentSettings) -> DropEvents | None:

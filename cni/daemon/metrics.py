@@ -120,6 +120,11 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
+        self.overlaps = Counter(
+            "prismnet_switch_subnet_overlaps_refused",
+            "Logical switches not created: their subnet overlapped another switch's (the log names both)",
+            registry=self.registry,
+        )
         self.ovsdb = OvsdbClientMetrics(self.registry)
         # scrapes run here, never on the event loop (whose /healthz must answer whatever OVSDB does),
         # nor in the CNI requests' pool (which a stuck NB can fill): 2 threads for the two reads, at
@@ -138,6 +143,10 @@ class Metrics:
         command = command if command in ("ADD", "DEL", "CHECK", "GC", "STATUS") else "other"
         self.requests.labels(command, str(code)).inc()
         self.latency.labels(command).observe(seconds)
+
+    def refused_overlap(self, _refused: object) -> None:
+        """Northbound's on_overlap (any thread; the refusal itself is logged where it happens)."""
+        self.overlaps.inc()
 
     def app(self, ready: Callable[[], bool], why: Callable[[], str] = str) -> web.Application:
         """/metrics, /healthz (the process answers) and /readyz (503 with `why()` when not ready)."""

@@ -25,7 +25,7 @@ from cni.errors import (
 from cni.ipam import OVN_IPAM_TYPES, AddressSource, Allocation, DelegatedIpam
 from cni.links import HostEnd, Links, NetnsGone, PodLinkConfig
 from cni.ovn import K_CID, K_IFNAME, K_LSP, K_NET, OvsPorts
-from cni.ovn_nb import Northbound
+from cni.ovn_nb import Northbound, SubnetOverlap
 from cni.settings import AgentSettings
 from cni.wire import CniRequest, CniResult, Interface, IpConfig, NetConf
 from ovnaccess.connection import Ovsdb
@@ -180,13 +180,16 @@ class PodNetworkService:
         if not isinstance(first, ipaddress.IPv4Interface):
             raise IpamFailure(f"{first} is not IPv4; PrismNET pod networks are IPv4")
         mac = alloc.mac or mac_for(str(first.ip))
-        self._a.nb.ensure_switch(
-            att.switch,
-            self._s.cluster_network,
-            self._s.subnet_prefix,
-            subnet=first.network,
-            gateway=alloc.ips[0].gateway,
-        )
+        try:
+            self._a.nb.ensure_switch(
+                att.switch,
+                self._s.cluster_network,
+                self._s.subnet_prefix,
+                subnet=first.network,
+                gateway=alloc.ips[0].gateway,
+            )
+        except SubnetOverlap as e:  # the teardown releases the address the source gave
+            raise IpamFailure(str(e), "give this network's IPAM a range no OVN IPAM switch uses") from e
         addr = " ".join([mac, *(str(ipaddress.ip_interface(i.address).ip) for i in alloc.ips)])
         self._a.nb.add_port(
             att.switch, att.lsp, [addr], [addr], att.external_ids(), address_set=att.egress_set

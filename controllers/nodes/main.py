@@ -35,7 +35,7 @@ from ovnaccess.metrics import OvsdbClientMetrics
 from ovnaccess.tls import OvnTls
 
 PREFIX = "NODES_"
-SWEEP, DELETED = "sweep", "deleted/"
+SWEEP, DELETED, CHASSIS = "sweep", "deleted/", "chassis"
 log = logging.getLogger(__name__)
 
 
@@ -74,8 +74,11 @@ async def setup(ctx: AppContext) -> None:
             log.warning("the API lists no Node: releasing nothing (check the kubeconfig and RBAC)")
             return
         deleted = [key.removeprefix(DELETED)] if key.startswith(DELETED) else []
-        for _ in await asyncio.to_thread(ovn.release_absent, present, deleted):
-            released.inc()
+        # an agent's report releases nothing: a running agent writes back what its deleted Node held
+        # (its pods still run), and a release on each of its reports would never end
+        if key != CHASSIS:
+            for _ in await asyncio.to_thread(ovn.release_absent, present, deleted):
+                released.inc()
         await asyncio.to_thread(ovn.remove_stale_chassis, present)  # each logged (a warning)
 
     ctrl = ctx.controller("nodes", sweep, workers=1)
@@ -84,7 +87,7 @@ async def setup(ctx: AppContext) -> None:
     def chassis_reported(event: str, row: Any) -> None:  # the NB's IDL thread
         if event != "delete" and K_CHASSIS in getattr(row, "external_ids", {}):
             with contextlib.suppress(RuntimeError):  # the loop closed: the controller is stopping
-                loop.call_soon_threadsafe(ctrl.enqueue, SWEEP)
+                loop.call_soon_threadsafe(ctrl.enqueue, CHASSIS)
 
     ovn.nb.on_row_change("Logical_Switch_Port", chassis_reported)
 

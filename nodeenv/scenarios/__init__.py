@@ -17,6 +17,7 @@ from nodeenv.scenarios import (
     metrics,
     monitoring,
     nb_rebuild,
+    nb_rows_kept,
     node_failure,
     node_rejoin,
     ovn_alive,
@@ -45,6 +46,7 @@ SCENARIOS = (
     rollouts,  # ReplicaSets and revisions from the controllers' pass; the Metrics API
     upgrade,  # PodDisruptionBudgets served; the overlay's update strategies and budgets
     verdict_log,  # a policy drop in prismnet-agent's verdict log (JSON line) and counter
+    nb_rows_kept,  # a management switch deleted under its agent comes back; an overlapping one refused
     plasmacloud,  # TLS and an IAM token on every PlasmaCloud call; calls without refused
     ovn_tls,  # OVN's NB refuses plaintext and certificate-less clients (a cluster only)
     monitoring,  # a cluster only: every Prometheus target up; an alert fired by a fault, resolved

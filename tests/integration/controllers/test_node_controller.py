@@ -126,6 +126,12 @@ async def test_a_deleted_node_is_released_and_nothing_else(
         # its pods' addresses are free again: a new pod gets the lowest one gone-1 held
         again = nb.allocate_port("k8s-nodes-test", "nodes-test_new", {K_NODE: "stays-1"})
         assert again.ip == min(gone_pods, key=ipaddress.ip_address)
+        # gone-1's agent still runs (its Node deleted on a live node): it writes its management port
+        # back and names its chassis there; that report releases nothing (no release/write-back loop)
+        _as_its_agent(ovn_node, nb, "gone-1", 0, "198.51.104.0/24")
+        nb.set_port_ids(management_names("gone-1")[1], {K_CHASSIS: "gone-1"})
+        await asyncio.sleep(1)
+        assert len(_ports_of(nb, "gone-1")) == 1, "an agent's chassis report released its node"
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -136,7 +142,7 @@ async def test_a_deleted_node_is_released_and_nothing_else(
                 nb.delete_port(port)
         for chassis in ("gone-1", "stays-1", "hypervisor-7"):
             _sbctl(ovn_node, "--if-exists", "chassis-del", chassis)
-        for prefix in ("198.51.100.0/24", "198.51.101.0/24"):
+        for prefix in ("198.51.100.0/24", "198.51.101.0/24", "198.51.104.0/24"):
             _nbctl(ovn_node, "--if-exists", "lr-route-del", "k8s-cluster-router", prefix)
         for switch in ("k8s-nodes-test", management_names("gone-1")[0], management_names("stays-1")[0]):
             _nbctl(ovn_node, "--if-exists", "ls-del", switch)
