@@ -258,5 +258,7 @@ def test_node_lost_fires_node_unreachable(cluster: Cluster, alerting: Alerting) 
     alerting.fire_and_resolve(
         "K8shostNodeUnreachable", f"{n.name} lost (every daemon killed)", {"node": n.name},
         inject=lambda: faults.kill_node(n), repair=lambda: cluster.remove(n),
-        resolve_within=5 + 2 * INTERVAL,  # file_sd re-read every 5 s, then stale
+        # file_sd re-read every 5 s; Prometheus's discovery manager then passes target changes to
+        # scraping at most every 5 s (its update throttle); the series go stale, then an evaluation
+        resolve_within=5 + 5 + 2 * INTERVAL,
     )  # fmt: skip
