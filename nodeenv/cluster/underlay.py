@@ -102,12 +102,19 @@ class Underlay:
 
 
 def learn_neighbours(nodes: list[tuple[str, str]]) -> None:
-    """One ping from every node (netns, address) to every other over the underlay: each node's
-    vswitchd learns the others' MACs from the ARP through its br-phy (`tnl/arp/show`), so a pod's
-    first packet to another node is not dropped while the tunnel's neighbour is resolved."""
+    """One ARP exchange from every node (netns, address) to every other over the underlay: each
+    node's vswitchd learns the others' MACs from the ARP replies through its br-phy
+    (`tnl/neigh/show`), so a pod's first packet to another node is not dropped while the tunnel's
+    neighbour is resolved, and a node that came back with a new MAC is not sent to at its old one.
+
+    vswitchd learns only from ARP replies to its own address and from gratuitous ARP
+    (lib/tnl-neigh-cache.c), never from requests: the kernel's entry for the other node is flushed
+    first, so the ping asks (an ARP request the other answers) instead of going out to a MAC the
+    kernel already knew, or learned from the other's own request, which vswitchd never saw."""
     for netns, _ in nodes:
         for other_ns, address in nodes:
             if other_ns != netns:
+                subprocess.run(["ip", "-n", netns, "neigh", "flush", "to", address], capture_output=True)
                 subprocess.run(
                     ["ip", "netns", "exec", netns, "ping", "-c1", "-W1", address], capture_output=True
                 )

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from nodeenv.cluster.chassis import PHYS_BRIDGE
 from nodeenv.cluster.cluster import Cluster, ClusterNode
 from nodeenv.cluster.invariants import PodRef, rows, settle
 from nodeenv.cluster.reboot import reboot, rejoin
@@ -66,6 +67,21 @@ def _tunnels_to(n: ClusterNode, address: str) -> dict[str, str]:
         for p in ports
         if p["name"] in names
     }
+
+
+def _mac_known_by(m: ClusterNode, address: str) -> str:
+    """The MAC node `m`'s vswitchd sends its tunnel packets for `address` to (`tnl/neigh/show`)."""
+    ctl = m.node.run_dir / "ovs" / "ovs-vswitchd.ctl"
+    out = subprocess.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/show"], capture_output=True, text=True)
+    return next((line.split()[1] for line in out.stdout.splitlines() if line.startswith(f"{address} ")), "")
+
+
+def _announced(others: list[ClusterNode], n: ClusterNode) -> None:
+    """The others' vswitchd send to `n`'s MAC of this boot (its br-phy's, new with its namespace),
+    not to the last boot's: the tunnel neighbour cache keeps an entry 15 min."""
+    link = subprocess.run(["ip", "-n", n.netns, "-br", "link", "show", PHYS_BRIDGE], capture_output=True,
+                          text=True, check=True).stdout.split()  # fmt: skip
+    assert {m.name: _mac_known_by(m, n.address) for m in others} == {m.name: link[2] for m in others}
 
 
 def _lost(pods: Pods, victim: ClusterNode) -> list[Pod]:
@@ -125,6 +141,7 @@ def test_a_rebooted_node_keeps_its_chassis_and_gets_its_pods_back(
     t0 = time.monotonic()
     n = rejoin(cluster, victim.index, victim.name)
     started = time.monotonic() - t0
+    _announced(others, n)
     assert old_lsps <= set(_ovs_ifaces(n).values())  # the kept database: its pods' ports of the last boot
     again = _back(pods, n, gone)
     _reachable(elsewhere, again)
@@ -162,6 +179,7 @@ def test_a_reinstalled_node_replaces_its_stale_chassis(
     started = time.monotonic() - t0
     new_id = n.node.settings.system_id
     assert new_id != old["name"]
+    _announced(others, n)
     again = _back(pods, n, gone)
     _reachable(elsewhere, again)
     _reachable(again, elsewhere)
