@@ -14,7 +14,8 @@ kubelet's CSI volume plugin (1.32) handle them:
   Pod and is retried with back-off (e.g. a driver that can only grow ext4 offline, at the next
   NodeStageVolume: the claim stays pending until a Pod mounts it again);
 - unmount (when the Pod goes): NodeUnpublishVolume, and when no other Pod on the node uses it
-  NodeUnstageVolume and the VolumeAttachment deleted (the external-attacher detaches it).
+  NodeUnstageVolume and the VolumeAttachment deleted (the external-attacher detaches it; the Pod's
+  teardown goes on without waiting for that, as kubelet's does).
 
 The driver's node socket is the one its registrar registered (pluginwatcher.py). Paths are the
 node's: the driver sees them through its `/var/lib/kubelet` mount.
@@ -279,22 +280,15 @@ class CsiVolumes:
                     csi_pb2.NodeUnstageVolumeRequest(volume_id=p.handle, staging_target_path=str(p.staging)),
                     timeout=60,
                 )
-        name = attachment_name(p.handle, p.driver, self.node)
+        # the detach itself is the external-attacher's (its finalizer holds the object until
+        # ControllerUnpublishVolume is done): not waited for, as kubelet does not hold a Pod's
+        # teardown for it (its sandbox, CNI DEL included, stops next). The next attach here waits
+        # for this one to be gone (attach()).
         try:
-            self.client.request("DELETE", f"{VA}/{name}")
+            self.client.request("DELETE", f"{VA}/{attachment_name(p.handle, p.driver, self.node)}")
         except ApiError as e:
             if e.code != 404:
                 raise
-            return
-
-        def gone() -> bool:
-            try:
-                self.client.request("GET", f"{VA}/{name}")
-            except ApiError as e:
-                return e.code == 404
-            return False
-
-        self._wait(f"volume {p.pv['metadata']['name']} to be detached ({name})", gone)
 
     def sync(self) -> None:
         """NodeExpandVolume for published volumes whose claim waits for it."""
