@@ -117,11 +117,10 @@ def attach_uplink(
     underlay address (`address`, with its prefix length) on br-phy's internal port (moved there
     from eth0 if it was on it), and wait until ovs-vswitchd (its unixctl target `vswitchd`) has
     learned the route from it: what OVS userspace tunnelling needs of the host's network."""
-    # eth0 is a port of br-phy, not an interface of the node's IP stack: its kernel must not answer
-    # ARP on it for the address br-phy holds (arp_ignore=8). The userspace datapath reads eth0 with
-    # AF_PACKET, so the kernel sees every frame too and would answer with eth0's MAC beside br-phy's
-    # answer; the other nodes' vswitchd then learn whichever came last (tnl/neigh/show) and send their
-    # tunnels to eth0's MAC, which br-phy never terminates (a rejoined node unreachable, CI of stop 38)
+    # eth0 is a port of br-phy, not an interface of the node's IP stack, but the userspace datapath
+    # reads it with AF_PACKET, so the kernel sees every frame too: unless told not to (arp_ignore=8)
+    # it answers ARP for br-phy's address with eth0's MAC, the other nodes' vswitchd may learn that
+    # one (tnl/neigh/show), and br-phy never terminates the tunnels they send to it
     run_checked(["ip", "netns", "exec", netns, "sysctl", "-qw", f"net.ipv4.conf.{NODE_UPLINK}.arp_ignore=8"])
     run_checked(["ovs-vsctl", f"--db={ovs_db}", "--timeout=10", "--may-exist", "add-br", PHYS_BRIDGE,
                  "--", "set", "Bridge", PHYS_BRIDGE, "datapath_type=netdev",

@@ -69,6 +69,11 @@ class ClusterNode:
     def env_file(self) -> Path:
         return self.node.env_file
 
+    @property
+    def vswitchd_ctl(self) -> str:
+        """The node's ovs-vswitchd unixctl socket (`ovs-appctl -t`)."""
+        return str(self.node.run_dir / "ovs" / "ovs-vswitchd.ctl")
+
 
 class Cluster:
     def __init__(self, settings: ClusterSettings) -> None:

@@ -168,7 +168,7 @@ def restore_underlay_address(cluster: Cluster, n: ClusterNode, timeout: float = 
         prefixlen = cluster.settings.underlay.prefixlen
         subprocess.run([*ns, "addr", "add", f"{n.address}/{prefixlen}", "dev", PHYS_BRIDGE], check=True)
     subprocess.run([*ns, "link", "set", PHYS_BRIDGE, "up"], check=True)
-    appctl = ["ovs-appctl", "-t", str(n.node.run_dir / "ovs" / "ovs-vswitchd.ctl"), "ovs/route/show"]
+    appctl = ["ovs-appctl", "-t", n.vswitchd_ctl, "ovs/route/show"]
     wait_for(lambda: n.address in subprocess.run(appctl, capture_output=True, text=True).stdout,
              f"ovs-vswitchd of {n.name} to learn its route again", timeout=timeout)  # fmt: skip
 

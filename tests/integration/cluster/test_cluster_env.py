@@ -64,7 +64,7 @@ def test_node_objects_carry_their_addresses(cluster: Cluster) -> None:
 
 def test_vswitchd_routes_geneve_over_br_phy(cluster: Cluster) -> None:
     n = cluster.nodes[0]
-    ctl = str(n.node.run_dir / "ovs" / "ovs-vswitchd.ctl")
+    ctl = n.vswitchd_ctl
     routes = subprocess.run(
         ["ovs-appctl", "-t", ctl, "ovs/route/show"], capture_output=True, text=True
     ).stdout

@@ -71,9 +71,10 @@ def _tunnels_to(n: ClusterNode, address: str) -> dict[str, str]:
 
 def _mac_known_by(m: ClusterNode, address: str) -> str:
     """The MAC node `m`'s vswitchd sends its tunnel packets for `address` to (`tnl/neigh/show`)."""
-    ctl = m.node.run_dir / "ovs" / "ovs-vswitchd.ctl"
-    out = subprocess.run(["ovs-appctl", "-t", str(ctl), "tnl/neigh/show"], capture_output=True, text=True)
-    return next((line.split()[1] for line in out.stdout.splitlines() if line.startswith(f"{address} ")), "")
+    out = subprocess.run(
+        ["ovs-appctl", "-t", m.vswitchd_ctl, "tnl/neigh/show"], capture_output=True, text=True
+    ).stdout
+    return next((line.split()[1] for line in out.splitlines() if line.startswith(f"{address} ")), "")
 
 
 def _announced(others: list[ClusterNode], n: ClusterNode) -> None:
