@@ -6,11 +6,12 @@
 # 1. `mmdebstrap --variant=minbase` of trixie with ovn-central, ovn-host and openvswitch-switch,
 #    from the mirror and apt settings this machine's apt uses (nodeenv/image/host.py, as
 #    `make image` does). Package scripts run in the tree's chroot; no daemon is started.
-# 2. build/ovn-trixie/bin/<tool> (beside the tree: the tree's own /bin is its /usr/bin): one small wrapper per OVS/OVN program that runs the tree's binary
-#    through the tree's own dynamic loader and libraries (host paths, run dirs and netns stay
-#    as they are). argv[0] stays the tool's name, so /proc/<pid>/cmdline names the daemon.
+# 2. build/ovn-trixie/bin/<tool> (beside the tree: the tree's own /bin is its /usr/bin): a copy of
+#    each OVS/OVN program whose ELF interpreter and RPATH (the tree's patchelf) name the tree's own
+#    dynamic loader and libraries, so it runs on this host without a chroot (host paths, run dirs
+#    and netns stay as they are), and /proc/<pid>/cmdline and exe name the daemon as usual.
 #
-# Output: build/ovn-trixie/root/ (the tree), build/ovn-trixie/bin/ (the wrappers), and TREE.txt with the
+# Output: build/ovn-trixie/root/ (the tree), build/ovn-trixie/bin/ (the patched programs), and TREE.txt with the
 # versions and the recipe's hash. Nothing is done when the result is already there.
 set -euo pipefail
 recipe=$(sha256sum "$0" | cut -d' ' -f1)
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 OUT=build/ovn-trixie
 WORK=build/ovn-trixie-work
-PACKAGES=ovn-central,ovn-host,openvswitch-switch,openvswitch-common
+PACKAGES=ovn-central,ovn-host,openvswitch-switch,openvswitch-common,patchelf
 
 if [ -x "$OUT/bin/ovn-northd" ] && grep -qx "recipe $recipe" "$OUT/TREE.txt" 2>/dev/null; then
   exit 0
@@ -52,14 +53,16 @@ mmdebstrap --variant=minbase --quiet --aptopt="$WORK/apt.conf" \
   { tail -n 20 "$WORK/mmdebstrap.log" >&2; echo "ovn-trixie: mmdebstrap failed ($WORK/mmdebstrap.log)" >&2; exit 1; }
 
 tree=$root/$OUT/root
-loader=$tree/usr/lib64/ld-linux-x86-64.so.2
+loader=$tree/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2  # the file itself, not lib64/ symlink
 libs=$tree/usr/lib/x86_64-linux-gnu
 mkdir -p "$OUT/bin"
 for exe in "$tree"/usr/bin/ov* "$tree"/usr/sbin/ov*; do
   name=$(basename "$exe")
   # only the ELF programs (ovs-docker, ovs-tcpdump ... are scripts for the host's interpreters)
   [ "$(head -c4 "$exe" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
-  printf '#!/bin/sh\nexec %s --library-path %s --argv0 %s %s "$@"\n' "$loader" "$libs" "$name" "$exe" >"$OUT/bin/$name"
+  cp "$exe" "$OUT/bin/$name"
+  "$loader" --library-path "$libs" "$tree/usr/bin/patchelf" --set-interpreter "$loader" --force-rpath \
+    --set-rpath "$libs" "$OUT/bin/$name"
   chmod 0755 "$OUT/bin/$name"
 done
 elapsed=$(($(date +%s) - start))
