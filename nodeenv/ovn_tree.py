@@ -2,9 +2,10 @@
 or those of another tree when `K8SHOST_OVN_TREE` names one (scripts/ovn-trixie.sh makes
 build/ovn-trixie: Debian 13's OVN 25.03 and OVS 3.5; docs/ovn-version.md).
 
-A tree is `<tree>/bin/` (the tools, patched to load the tree's own libraries; put first in PATH by `activate`, so every
-daemon and tool the node environment or a test starts by name is the tree's) and `<tree>/root/`
-(the tree's /usr/share, whose NB, SB and Open_vSwitch schemas the databases are made from).
+A tree is `<tree>/bin/` (the tools, patched to load the tree's own libraries; put first in PATH
+by `activate`, so every daemon and tool the node environment or a test starts by name is the
+tree's) and `<tree>/root/` (whose /usr/share has the NB, SB and Open_vSwitch schemas the databases
+are made from).
 ovs-vswitchd stays nodeenv/vswitchd.py's choice (build/ovs-3.5.0, from Debian 13's source).
 """
 
