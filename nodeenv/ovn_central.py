@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodeenv import ovn_tree
 from nodeenv.daemons import DaemonError, DaemonRecord, free_port, run_checked, start_detaching
 from nodeenv.node import Node
 from nodeenv.ovn_pki import OvnPki
@@ -39,8 +40,9 @@ from ovnaccess.tls import OvnTls
 
 log = logging.getLogger(__name__)
 
-NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
-SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
+ovn_tree.activate()  # K8SHOST_OVN_TREE: that tree's tools first in PATH, its schemas below
+NB_SCHEMA = ovn_tree.share("ovn/ovn-nb.ovsschema")
+SB_SCHEMA = ovn_tree.share("ovn/ovn-sb.ovsschema")
 MODES = ("standalone", "raft")
 PORTS = {"nb": 6641, "sb": 6642}
 

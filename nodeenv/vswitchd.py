@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodeenv import ovn_tree
 from nodeenv.daemons import DaemonError
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 ENV_VAR = "K8SHOST_OVS_VSWITCHD"
 BUILT_DIR = Path(__file__).resolve().parent.parent / "build" / "ovs-3.5.0"
 DEBIAN_VSWITCHD = Path("/usr/sbin/ovs-vswitchd")
-DEBIAN_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+DEBIAN_SCHEMA = ovn_tree.share("openvswitch/vswitch.ovsschema")  # Debian 12's, or K8SHOST_OVN_TREE's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
