@@ -3,7 +3,7 @@
 Reproducer for the ovs-vswitchd hang seen right after a FiberLB backend left an EndpointSlice.
 All real except the Kubernetes API (the API double): an OVN node with the PrismNET agent, three
 backend pods and one client pod wired by the installed `prismnet` executable, `fiberlb-controller`
-(ovn backend, so `ct_flush=true` rows) following a LoadBalancer Service with TCP 80 and UDP 53.
+(ovn backend, so a `ct_flush=true` UDP row) following a LoadBalancer Service with TCP 80 and UDP 53.
 In the client pod, LBCHURN_TCP + LBCHURN_UDP load generators open a new connection / socket per
 request to the VIP without pause, and LBCHURN_BURN busy loops keep both cores loaded. Then, until
 LBCHURN_SECONDS (default 300) pass: patch the EndpointSlice without one backend (a removal: OVN

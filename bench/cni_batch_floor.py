@@ -85,6 +85,15 @@ def switches(nb_db: str, names: list[str]) -> dict[str, str]:
     return out
 
 
+def link_name(tag: str, k: int) -> str:
+    """The host end of floor port k: unique per process and tag, within Linux's 15 characters (the
+    pods curve's tag `z1000-` with a 5-digit pid once made a 16-character name, which `ip` refused)."""
+    name = f"pf{os.getpid() % 1000}{tag.rstrip('-')}x{k}"
+    if len(name) > 15:
+        raise ValueError(f"floor link name {name!r} longer than 15 characters: a shorter tag than {tag!r}")
+    return name
+
+
 def make_ports(
     n: int,
     subnets: dict[str, str],
@@ -103,7 +112,7 @@ def make_ports(
         mac = "0a:59:" + ":".join(f"{b:02x}" for b in ip.packed)
         p = FloorPort(
             f"cnif-{os.getpid()}-{tag}{k}",
-            f"pnf{tag}{os.getpid() % 10000}x{k}",
+            link_name(tag, k),
             f"floor-{tag}-{k}",
             sw,
             mac,

@@ -58,6 +58,22 @@ def until(netns: str, ip: str, port: int, want: Callable[[str], bool], timeout: 
     raise TimeoutError(f"{ip}:{port} from {netns}: no wanted answer in {timeout:.0f} s")
 
 
+def until_steady(
+    netns: str, ip: str, port: int, want: Callable[[str], bool], hold: float = 0.5, timeout: float = 60.0
+) -> float:
+    """Like `until`, for a change that lasts: the start of the first request of a run of wanted
+    answers that held `hold` seconds. A refusal read from one request can be a connect that was only
+    slow (a loaded datapath), which would end a policy's wait early."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        first = until(netns, ip, port, want, deadline - time.perf_counter())
+        while want(answer(netns, ip, port)):
+            if time.perf_counter() - first >= hold:
+                return first
+            time.sleep(0.02)
+    raise TimeoutError(f"{ip}:{port} from {netns}: no wanted answer held {hold} s in {timeout:.0f} s")
+
+
 @dataclass
 class ScaleContext:
     cluster: Cluster

@@ -6,8 +6,11 @@ double, their logical ports written into the NB as the CNI writes them, on a swi
 so the policies select and admit real members. Two real pods, a client on node1 and a target on
 node2 answering on 8080, in a namespace of their own. At each size, after the policies up to it are
 loaded (policy k in namespace k mod 100, as bench/bench_netpol.py's):
-- `pol`: a policy isolating the target created -> the client's first refused request, SCALE_ROUNDS
-  times; `unpol`: that policy deleted -> the first answered request;
+- `pol`: a policy isolating the target created -> the client's first refused request of a run that
+  lasts 0.5 s, SCALE_ROUNDS times; `unpol`: that policy deleted -> the first answered request (of a
+  run as long). A single refusal is not taken: a connect slow for 0.1 s on a loaded datapath reads
+  as one, and once ended the wait for the load's own reconcile while netpol was still applying it,
+  so that the first timed rounds measured the load's tail (2-4 s at 1,000 policies);
 - netpol's and the API double's RSS and CPU per policy loaded, netpol's and northd's CPU per timed
   change, the NB and SB databases in thousands of cells.
 """
@@ -18,7 +21,7 @@ import time
 from functools import partial
 from typing import Any
 
-from bench.scale.context import ScaleContext, in_batches, until
+from bench.scale.context import ScaleContext, in_batches, until, until_steady
 from bench.scale.frame import Curve, Row
 from bench.scale.sample import costs, usage
 from bench.stats import pct
@@ -113,12 +116,12 @@ class World:
     def isolate(self, ctx: ScaleContext) -> float:
         t0 = time.perf_counter()
         ctx.run(ctx.client.create(NETWORK_POLICIES, DENY))
-        return (until(self.client.netns, self.target.ip, 8080, lambda a: not a) - t0) * 1000
+        return (until_steady(self.client.netns, self.target.ip, 8080, lambda a: not a) - t0) * 1000
 
     def release(self, ctx: ScaleContext) -> float:
         t0 = time.perf_counter()
         ctx.run(ctx.client.delete(NETWORK_POLICIES, PROBE_NS, "isolate"))
-        return (until(self.client.netns, self.target.ip, 8080, bool) - t0) * 1000
+        return (until_steady(self.client.netns, self.target.ip, 8080, bool) - t0) * 1000
 
 
 def step(ctx: ScaleContext, size: int) -> Row:

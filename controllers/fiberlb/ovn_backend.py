@@ -3,11 +3,11 @@
 Per Service and protocol one row named `fiberlb:<namespace>/<name>:<protocol>`, found again
 by that name (an IDL index) and its `external_ids`, whose `vips` map every address the Service
 answers on (external IPs, the ClusterIP) and port to its endpoints `ip:targetPort`. Options:
-`reject=true` (no endpoints: TCP RST / ICMP port unreachable, not a blackhole), `ct_flush=true`
-(a removed backend's connections are flushed), `affinity_timeout` for session affinity (OVN's
-maximum 65535 s), `selection_fields=ip_src` for the ip-hash algorithm. Health-check annotations
-become Load_Balancer_Health_Check rows plus `ip_port_mappings` (OVN probes TCP/UDP only: an
-HTTP path is probed as a TCP connect).
+`reject=true` (no endpoints: TCP RST / ICMP port unreachable, not a blackhole), `ct_flush=true` on
+UDP rows (a removed backend's UDP flows are flushed; its TCP connections drain), `affinity_timeout`
+for session affinity (OVN's maximum 65535 s), `selection_fields=ip_src` for the ip-hash algorithm.
+Health-check annotations become Load_Balancer_Health_Check rows plus `ip_port_mappings` (OVN probes
+TCP/UDP only: an HTTP path is probed as a TCP connect).
 
 Every row sits in one Load_Balancer_Group, `fiberlb`, attached to each namespace switch
 `k8s-<ns>` (pods and the node's management switch `k8s-mgmt.<node>` send VIP traffic through
@@ -77,8 +77,12 @@ def _host(vip: str) -> str:
     return vip.rsplit(":", 1)[0].strip("[]")
 
 
-def _options(desired: DesiredLB) -> dict[str, str]:
-    opts = {"reject": "true", "ct_flush": "true"}
+def _options(desired: DesiredLB, proto: str) -> dict[str, str]:
+    """`ct_flush` (ovn-controller drops the conntrack entries of a removed backend) only for UDP, as
+    kube-proxy clears only stale UDP entries: a TCP connection to a backend that left the Service (a
+    terminating pod of a rolling update) is drained, not cut, and a connection opened just before the
+    change is not left hanging."""
+    opts = {"reject": "true", **({"ct_flush": "true"} if proto == "udp" else {})}
     if desired.options.affinity_timeout:
         opts["affinity_timeout"] = str(desired.options.affinity_timeout)
     return opts
@@ -168,7 +172,7 @@ class _Apply(Command):  # type: ignore[misc]
                 ids[K_EXTERNAL] = " ".join(d.external_ips)
             changes += _set(row, "external_ids", ids)
             changes += _set(row, "vips", _vips(d, listeners))
-            changes += _set(row, "options", _options(d))
+            changes += _set(row, "options", _options(d, proto))
             changes += _set(row, "selection_fields", ["ip_src"] if d.options.algorithm == "ip-hash" else [])
             changes += self._health_checks(txn, row, listeners)
         self.result = changes  # (group membership of existing rows: repaired by attach())

@@ -24,13 +24,15 @@ def tcp():
     s.bind(("0.0.0.0", port)); s.listen(64)
     while True:
         c, _ = s.accept()
-        try:
-            c.settimeout(2); c.recv(4096)
-            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        except OSError:
-            pass
-        finally:
-            c.close()
+        threading.Thread(target=answer, args=(c,), daemon=True).start()
+def answer(c):
+    try:
+        c.settimeout(30); c.recv(4096)
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    except OSError:
+        pass
+    finally:
+        c.close()
 def udp():
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", port))
     while True:
@@ -66,6 +68,46 @@ for _ in range(n):
         out.append("error:%s" % e)
 print(json.dumps(out))
 """
+
+
+HELD = r"""
+import json, socket, sys
+host, tcp_port, udp_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t = socket.create_connection((host, tcp_port), timeout=5)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5); u.connect((host, udp_port))
+def ask_udp():
+    try:
+        u.send(b"hi"); return u.recv(2048).decode()
+    except OSError as e:
+        return "error:%s" % e
+print(json.dumps({"udp": ask_udp()}), flush=True)
+sys.stdin.readline()
+try:
+    t.sendall(b"GET / HTTP/1.0\r\n\r\n"); data = b""
+    while chunk := t.recv(4096):
+        data += chunk
+    tcp = data.split(b"\r\n\r\n", 1)[-1].decode() or "closed"
+except OSError as e:
+    tcp = "error:%s" % e
+print(json.dumps({"tcp": tcp, "udp": ask_udp()}), flush=True)
+"""
+"""A TCP connection and a connected UDP socket (one conntrack entry each) opened first, asked again
+after a line on stdin: which backend answers each, before and after."""
+
+
+class HeldFlows:
+    """HELD in `netns`: one TCP connection (no request yet) and one UDP flow to host, kept open."""
+
+    def __init__(self, netns: str, host: str, tcp_port: int, udp_port: int) -> None:
+        argv = [*_prefix(netns), sys.executable, "-c", HELD, host, str(tcp_port), str(udp_port)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.first_udp: str = json.loads(self.proc.stdout.readline())["udp"]
+
+    def again(self) -> dict[str, str]:
+        """{"tcp": who answers the held connection's request, "udp": who answers the same flow now}."""
+        out, _ = self.proc.communicate("go\n", timeout=30)
+        return dict(json.loads(out))
 
 
 LOADGEN = r"""

@@ -16,6 +16,7 @@ from nodeenv.evidence import Fault
 from tests.conftest import STACK_PROBED
 from tests.integration.cni.conftest import Pods, pod_ip
 from tests.integration.controllers.fiberlb.netns_traffic import (
+    HeldFlows,
     Servers,
     eventually,
     requests,
@@ -90,6 +91,32 @@ def test_vips_reach_every_backend_then_follow_endpoint_changes(
     assert "lbt/web" not in ovn_backend.services()
 
 
+def test_a_removed_backend_drains_its_tcp_connections_and_loses_its_udp_flows(
+    lb_pods: Pods, servers: Servers, ovn_backend: OvnBackend
+) -> None:
+    """kube-proxy's rule: a backend that leaves the Service (a terminating pod of a rolling update)
+    keeps answering the TCP connections it has, and a UDP flow to it moves on (its conntrack entry is
+    flushed: `ct_flush` on the UDP row only)."""
+    backends = start_backends(lb_pods, servers, n=2)
+    client, _, _ = lb_pods.add("lbc", pod="client")
+    old, new = (Backend(ip, 8080) for ip in backends.values())
+    ovn_backend.apply(web([old], udp=True))
+    assert eventually(lambda: reached(client, VIP, n=3), lambda r: r == {"web-0"}) == {"web-0"}
+    held = HeldFlows(client, VIP, 80, 53)
+    try:
+        assert held.first_udp == "web-0"
+        ovn_backend.apply(web([new], udp=True))
+        assert eventually(lambda: reached(client, VIP, n=3), lambda r: r == {"web-1"}) == {"web-1"}
+        rows = ovn_backend.rows("lbt/web")
+        assert rows["tcp"]["options"] == {"reject": "true"}
+        assert rows["udp"]["options"] == {"reject": "true", "ct_flush": "true"}
+        assert held.again() == {"tcp": "web-0", "udp": "web-1"}
+    finally:
+        held.proc.kill()
+        held.proc.wait()
+    ovn_backend.delete("lbt/web", "uid-web")
+
+
 def test_session_affinity_sticks(
     lb_agent: object, lb_pods: Pods, servers: Servers, ovn_backend: OvnBackend
 ) -> None:
@@ -121,7 +148,7 @@ def test_rows_are_diffs_found_again_by_a_new_connection(lb_agent: object, ovn_ba
     rows = ovn_backend.rows("lbt/web")
     assert rows["tcp"]["vips"] == {f"{VIP}:80": "10.99.7.2:8080,10.99.7.3:8080",
                                    f"{CLUSTER_IP}:80": "10.99.7.2:8080,10.99.7.3:8080"}  # fmt: skip
-    assert rows["tcp"]["options"] == {"reject": "true", "ct_flush": "true"}
+    assert rows["tcp"]["options"] == {"reject": "true"}  # ct_flush: UDP rows only
     assert rows["tcp"]["selection_fields"] == ["ip_src"]
     assert rows["tcp"]["health_checks"][f"{VIP}:80"] == {
         "interval": "5", "timeout": "2", "success_count": "1", "failure_count": "2"
