@@ -107,10 +107,10 @@ def test_a_removed_backend_drains_its_tcp_connections_and_loses_its_udp_flows(
         assert held.first_udp == "web-0"
         ovn_backend.apply(web([new], udp=True))
         assert eventually(lambda: reached(client, VIP, n=3), lambda r: r == {"web-1"}) == {"web-1"}
+        assert held.again() == {"tcp": "web-0", "udp": "web-1"}
         rows = ovn_backend.rows("lbt/web")
         assert rows["tcp"]["options"] == {"reject": "true"}
         assert rows["udp"]["options"] == {"reject": "true", "ct_flush": "true"}
-        assert held.again() == {"tcp": "web-0", "udp": "web-1"}
     finally:
         held.proc.kill()
         held.proc.wait()
