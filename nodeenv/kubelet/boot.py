@@ -384,15 +384,27 @@ def _owned_by(pod: Obj, kind: str, name: str) -> bool:
     )
 
 
-def members_due(client: KubeClient, pods: list[Obj]) -> list[str]:
-    """StatefulSets whose next member is still to come: fewer members than replicas, none of them
-    Unschedulable (OrderedReady creates one once the one before is Ready)."""
+def _unschedulable(p: Obj) -> bool:
+    """Left Pending by the scheduler (PodScheduled False, Unschedulable), not merely not scheduled yet."""
+    conds = (p.get("status") or {}).get("conditions") or []
+    return not p["spec"].get("nodeName") and any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in conds
+    )
+
+
+def members_due(statefulsets: list[Obj], pods: list[Obj]) -> list[str]:
+    """StatefulSets whose members are still to come: fewer scheduled members than replicas, none of
+    them Unschedulable (OrderedReady creates one once the one before is Ready). A member created but
+    not scheduled yet is still to come: counting it as stuck once ended a boot with ovn-central-2
+    0/4 Pending."""
     out = []
-    for sts in client.list("/apis/apps/v1", "statefulsets"):
+    for sts in statefulsets:
         name, ns = sts["metadata"]["name"], sts["metadata"]["namespace"]
         mine = [p for p in pods if p["metadata"]["namespace"] == ns and _owned_by(p, "StatefulSet", name)]
-        stuck = any(not p["spec"].get("nodeName") for p in mine)
-        if len(mine) < int(sts["spec"].get("replicas", 1)) and not stuck:
+        scheduled = [p for p in mine if p["spec"].get("nodeName")]
+        stuck = any(_unschedulable(p) for p in mine)
+        if len(scheduled) < int(sts["spec"].get("replicas", 1)) and not stuck:
             out.append(f"{ns}/{name}")
     return out
 
@@ -406,7 +418,8 @@ def wait_ready(s: BootSettings, tick: Callable[[], bool] | None = None) -> list[
     while time.monotonic() < deadline:
         ticked = tick() if tick is not None else True
         pods = client.list("/api/v1", "pods")
-        if pods and ticked and not waiting_for(pods) and not members_due(client, pods):
+        due = members_due(client.list("/apis/apps/v1", "statefulsets"), pods) if pods else []
+        if pods and ticked and not waiting_for(pods) and not due:
             break
         time.sleep(1 if tick else 2)
     return pods
