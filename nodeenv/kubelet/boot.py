@@ -418,8 +418,12 @@ def wait_ready(s: BootSettings, tick: Callable[[], bool] | None = None) -> list[
     while time.monotonic() < deadline:
         ticked = tick() if tick is not None else True
         pods = client.list("/api/v1", "pods")
-        due = members_due(client.list("/apis/apps/v1", "statefulsets"), pods) if pods else []
-        if pods and ticked and not waiting_for(pods) and not due:
+        if (
+            pods
+            and ticked
+            and not waiting_for(pods)
+            and not members_due(client.list("/apis/apps/v1", "statefulsets"), pods)
+        ):
             break
         time.sleep(1 if tick else 2)
     return pods

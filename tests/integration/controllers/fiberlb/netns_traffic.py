@@ -109,6 +109,10 @@ class HeldFlows:
         out, _ = self.proc.communicate("go\n", timeout=30)
         return dict(json.loads(out))
 
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
 
 LOADGEN = r"""
 import json, socket, sys, time

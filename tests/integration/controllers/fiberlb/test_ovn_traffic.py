@@ -112,8 +112,7 @@ def test_a_removed_backend_drains_its_tcp_connections_and_loses_its_udp_flows(
         assert rows["tcp"]["options"] == {"reject": "true"}
         assert rows["udp"]["options"] == {"reject": "true", "ct_flush": "true"}
     finally:
-        held.proc.kill()
-        held.proc.wait()
+        held.close()
     ovn_backend.delete("lbt/web", "uid-web")
 
 
