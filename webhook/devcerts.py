@@ -76,6 +76,16 @@ def _san(name: str) -> x509.GeneralName:
         return x509.DNSName(name)
 
 
+def _authority_key_id(issuer: x509.Certificate) -> x509.AuthorityKeyIdentifier:
+    """The leaf's AuthorityKeyIdentifier: the issuer's SubjectKeyIdentifier (Python 3.13's default
+    VERIFY_X509_STRICT refuses a chain without Subject/Authority Key Identifiers)."""
+    try:
+        ski = issuer.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+        return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski)
+    except x509.ExtensionNotFound:  # a CA made before the identifiers were added
+        return x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer.public_key())  # type: ignore[arg-type]
+
+
 def issue_ca(cn: str = "k8shost dev CA", days: int = 365) -> tuple[x509.Certificate, PrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
@@ -91,6 +101,7 @@ def issue_ca(cn: str = "k8shost dev CA", days: int = 365) -> tuple[x509.Certific
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
         )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
     return cert, key
@@ -118,6 +129,8 @@ def issue_leaf(
         .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(_authority_key_id(ca_cert), critical=False)
     )
     if server_names:
         builder = builder.add_extension(

@@ -1,7 +1,8 @@
 """`make image`: the suite's one image, built from the Containerfile with podman and no registry.
 
-1. The base the Containerfile's FROM names (debian:bookworm-slim), when the store lacks it, is made
-   here from Debian's packages: `mmdebstrap --variant=minbase` from this machine's apt sources,
+1. The base the Containerfile's FROM names (debian:trixie-slim), when the store lacks it, is made
+   here from Debian's packages: `mmdebstrap --variant=minbase` from this machine's apt sources
+   (its own release's entries with the suites renamed when they name no other, host.release_sources),
    slimmed as Debian's -slim images are (no docs, man pages, locales), `podman import`ed under
    that name (short names resolve to localhost/ first).
 2. `podman build --pull=never`, with this machine's CA bundle, apt settings and pip configuration
@@ -27,9 +28,10 @@ from nodeenv.image.host import (
     HostConfigError,
     Secret,
     apt_settings,
-    debian_sources,
+    host_codename,
     host_secrets,
     read_sources,
+    release_sources,
 )
 from nodeenv.image.store import ROOT, ImageStore, PodmanError
 
@@ -87,7 +89,7 @@ def image_name(overlay: Path = OVERLAY) -> str:
 def make_base(store: ImageStore, base: BaseImage, work: Path) -> None:
     """mmdebstrap a minbase of the codename from this machine's sources into the store."""
     sources = work / "base.sources"
-    sources.write_text(debian_sources(read_sources(), base.codename))
+    sources.write_text(release_sources(read_sources(), base.codename, host_codename()))
     apt_conf, dpkg_cfg = work / "base-apt.conf", work / "base-dpkg.cfg"
     apt_conf.write_text(apt_settings())
     dpkg_cfg.write_text(SLIM_DPKG)

@@ -101,6 +101,38 @@ def debian_sources(files: dict[str, str], codename: str) -> str:
     return "\n\n".join(found) + "\n"
 
 
+def release_sources(files: dict[str, str], codename: str, host_codename: str) -> str:
+    """The apt sources of `codename` for a base image: this machine's own entries of that release, or,
+    when it names none (a Debian 12 machine making a Debian 13 base), its entries of its own release
+    `host_codename` with each suite renamed (`bookworm-security` -> `trixie-security`): the same
+    mirrors, proxies and keyring (Debian 12's debian-archive-keyring holds Debian 13's release key)."""
+    try:
+        return debian_sources(files, codename)
+    except HostConfigError:
+        if codename == host_codename:
+            raise
+    stanzas = debian_sources(files, host_codename).split("\n\n")
+    out = []
+    for stanza in stanzas:
+        lines = []
+        for line in stanza.splitlines():
+            if line.startswith("Suites:"):
+                suites = [codename + s[len(host_codename) :] for s in line.partition(":")[2].split()]
+                line = f"Suites: {' '.join(suites)}"
+            lines.append(line)
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def host_codename(os_release: Path = Path("/etc/os-release")) -> str:
+    """This machine's Debian release (VERSION_CODENAME of /etc/os-release)."""
+    for line in os_release.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key == "VERSION_CODENAME" and value.strip('"'):
+            return value.strip('"')
+    raise HostConfigError(f"{os_release} names no VERSION_CODENAME")
+
+
 def read_sources(etc: Path = APT_ETC) -> dict[str, str]:
     """The sources files apt reads (sources.list, sources.list.d/*.list and *.sources)."""
     paths = [etc / "sources.list"] if (etc / "sources.list").exists() else []
