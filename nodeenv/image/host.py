@@ -111,7 +111,7 @@ def release_sources(files: dict[str, str], codename: str, host_codename: str) ->
     except HostConfigError:
         if codename == host_codename:
             raise
-    stanzas = debian_sources(files, host_codename).split("\n\n")
+    stanzas = debian_sources(files, host_codename).rstrip("\n").split("\n\n")
     out = []
     for stanza in stanzas:
         lines = []
@@ -121,7 +121,7 @@ def release_sources(files: dict[str, str], codename: str, host_codename: str) ->
                 line = f"Suites: {' '.join(suites)}"
             lines.append(line)
         out.append("\n".join(lines))
-    return "\n\n".join(out)
+    return "\n\n".join(out) + "\n"
 
 
 def host_codename(os_release: Path = Path("/etc/os-release")) -> str:

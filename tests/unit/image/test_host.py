@@ -15,8 +15,10 @@ from nodeenv.image.host import (
     Secret,
     apt_settings,
     debian_sources,
+    host_codename,
     pip_secrets,
     read_sources,
+    release_sources,
 )
 from nodeenv.image.store import ImageStore, containers_conf, has_cap_sys_resource, settable_ulimits
 
@@ -69,6 +71,32 @@ def test_sources_keep_only_the_release_s_enabled_binary_suites() -> None:
 def test_sources_without_the_release_are_a_clear_error() -> None:
     with pytest.raises(HostConfigError, match=r"\(vendor.sources\) name no bookworm suite"):
         debian_sources({"vendor.sources": VENDOR}, "bookworm")
+
+
+def test_release_sources_rename_the_hosts_suites_when_it_names_no_other() -> None:
+    files = {
+        "debian.sources": DEB822.replace(" trixie\n", "\n"),
+        "vendor.sources": VENDOR,
+        "sources.list": ONE_LINE,
+    }
+    assert release_sources(files, "bookworm", "bookworm") == debian_sources(files, "bookworm")
+    renamed = release_sources(files, "trixie", "bookworm")
+    assert renamed == debian_sources(files, "bookworm").replace("bookworm", "trixie")
+    assert "Suites: trixie trixie-updates\n" in renamed and "Suites: trixie-security\n" in renamed
+    # the machine's own entries of the release are used as they are
+    assert release_sources({"debian.sources": DEB822}, "trixie", "bookworm") == debian_sources(
+        {"debian.sources": DEB822}, "trixie"
+    )
+    with pytest.raises(HostConfigError, match="name no bookworm suite"):
+        release_sources({"vendor.sources": VENDOR}, "trixie", "bookworm")
+
+
+def test_host_codename_reads_os_release(tmp_path: Path) -> None:
+    (tmp_path / "os-release").write_text('PRETTY_NAME="Debian"\nVERSION_CODENAME=bookworm\n')
+    assert host_codename(tmp_path / "os-release") == "bookworm"
+    (tmp_path / "os-release").write_text("ID=debian\n")
+    with pytest.raises(HostConfigError, match="VERSION_CODENAME"):
+        host_codename(tmp_path / "os-release")
 
 
 def test_this_machines_sources_give_a_bootstrappable_list(tmp_path: Path) -> None:
