@@ -101,6 +101,10 @@ def debian_sources(files: dict[str, str], codename: str) -> str:
     return "\n\n".join(found) + "\n"
 
 
+# The releases a machine's sources may be renamed to: ones its mirrors serve and its keyring verifies.
+NEXT_RELEASE = {"bookworm": ("trixie",)}
+
+
 def release_sources(files: dict[str, str], codename: str, host_codename: str) -> str:
     """The apt sources of `codename` for a base image: this machine's own entries of that release, or,
     when it names none (a Debian 12 machine making a Debian 13 base), its entries of its own release
@@ -109,7 +113,7 @@ def release_sources(files: dict[str, str], codename: str, host_codename: str) ->
     try:
         return debian_sources(files, codename)
     except HostConfigError:
-        if codename == host_codename:
+        if codename not in NEXT_RELEASE.get(host_codename, ()):
             raise
     stanzas = debian_sources(files, host_codename).rstrip("\n").split("\n\n")
     out = []

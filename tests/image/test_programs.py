@@ -43,8 +43,8 @@ def test_libraries_import_with_ovs_c_parser_and_generated_stubs(run: Run) -> Non
 
 @pytest.mark.parametrize(
     ("program", "version"),
-    [("ovs-vsctl", "3.1"), ("ovs-vswitchd", "3.5"), ("ovsdb-server", "3.1"), ("ovn-nbctl", "23.03"),
-     ("ovn-sbctl", "23.03"), ("ovn-northd", "23.03"), ("ovn-controller", "23.03")],
+    [("ovs-vsctl", "3.5"), ("ovs-vswitchd", "3.5"), ("ovsdb-server", "3.5"), ("ovn-nbctl", "25.03"),
+     ("ovn-sbctl", "25.03"), ("ovn-northd", "25.03"), ("ovn-controller", "25.03")],
 )  # fmt: skip
 def test_ovs_and_ovn_programs_report_debian_s_versions(run: Run, program: str, version: str) -> None:
     proc = run(program, "--version")
@@ -52,6 +52,11 @@ def test_ovs_and_ovn_programs_report_debian_s_versions(run: Run, program: str, v
     assert proc.returncode == 0 and re.match(rf"{program} (\(Open vSwitch\) )?{version}\.", first), (
         proc.stderr
     )
+
+
+def test_python_is_debian_13_s_3_13_at_the_venv_path(run: Run) -> None:
+    proc = run("/app/.venv/bin/python", "-c", "import sys; print(sys.version_info[:2], sys.prefix)")
+    assert proc.stdout.split("\n")[0] == "(3, 13) /app/.venv", proc.stderr
 
 
 def test_every_program_the_manifests_and_the_code_run_is_on_the_path(run: Run) -> None:

@@ -89,6 +89,8 @@ def test_release_sources_rename_the_hosts_suites_when_it_names_no_other() -> Non
     )
     with pytest.raises(HostConfigError, match="name no bookworm suite"):
         release_sources({"vendor.sources": VENDOR}, "trixie", "bookworm")
+    with pytest.raises(HostConfigError, match="name no jessie suite"):  # not a release after bookworm
+        release_sources(files, "jessie", "bookworm")
 
 
 def test_host_codename_reads_os_release(tmp_path: Path) -> None:
