@@ -108,7 +108,7 @@ resolve_in_tree() {
     [ "$hops" -le 20 ] || { echo "ovn-trixie: $1: more than 20 symlinks" >&2; return 1; }
   done
   case "$(readlink -f "$path")" in
-    "$tree"/*) [ -f "$path" ] || { echo "ovn-trixie: $1 -> $path: not a file" >&2; return 1; } ;;
+    "$(readlink -f "$tree")"/*) [ -f "$path" ] || { echo "ovn-trixie: $1 -> $path: not a file" >&2; return 1; } ;;
     *) echo "ovn-trixie: $1 -> $path leaves the tree" >&2; return 1 ;;
   esac
   echo "$path"
