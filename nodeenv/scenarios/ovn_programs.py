@@ -19,7 +19,7 @@ def run(scn: Scenario) -> None:
     c = scn.cluster
     parts = [scn.node] if c is None else [c.control, c.central, *(n.node for n in c.nodes)]
     where = scn.where(*(scn.at(i) for i in range(scn.spread)))
-    with scn.step("ovn: every OVN/OVS daemon runs the tree's programs", on=where) as result:
+    with scn.step("ovn programs: every OVN/OVS daemon runs the tree's programs", on=where) as result:
         result.detail = summary(running(parts), ovn_tree.TREE, version)
 
 
