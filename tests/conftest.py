@@ -42,7 +42,7 @@ def require_ovn() -> None:
     require_root()
     missing = missing_prerequisites()
     if missing:
-        pytest.fail(f"OVS/OVN prerequisites missing: {', '.join(missing)}; run `make setup`")
+        pytest.fail(f"OVS/OVN prerequisites missing: {', '.join(missing)}; run `make setup` and `make ovs`")
 
 
 @pytest.fixture(scope="session")
