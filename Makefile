@@ -10,10 +10,10 @@ PYTEST_ARGS ?= --durations=25
 setup:
 	@bash scripts/setup.sh
 
-# ovs-vswitchd 3.5.0 built from Debian 13's source into build/ovs-3.5.0 (Debian 12's 3.1.0 aborts
-# under load-balancer connection churn; docs/troubleshooting.md). ~90 s once, then nothing.
+# The OVN/OVS the suite runs: Debian 13's OVN 25.03 and OVS 3.5 (ovs-vswitchd included), made
+# into build/ovn-trixie by scripts/ovn-trixie.sh (docs/ovn-version.md). ~20-80 s once, then nothing.
 ovs: setup
-	@bash scripts/build-ovs.sh
+	@bash scripts/ovn-trixie.sh
 
 protos: setup
 	@bash scripts/gen-protos.sh force
@@ -35,7 +35,7 @@ sandbox: setup ovs
 	$(PY) -m nodeenv.cli sandbox --nodes $(NODES)
 
 # one more node joins the running cluster (node N+1: its netns, chassis, agent, Node object)
-cluster-join: setup
+cluster-join: setup ovs
 	$(PY) -m nodeenv.cli cluster-join
 
 cluster-down:
@@ -56,7 +56,7 @@ integration: setup ovs
 # apply -k daemonsets/overlays/k3s`, every workload booted from the image on NODES nodes (network
 # namespaces; 3 by default, as an HA k3s has servers); .run-boot/. NODES=1 boots on the machine's own
 # namespace: not beside node-up or a test session then (one userspace-datapath ovs-vswitchd there).
-boot: setup image
+boot: setup ovs image
 	$(PY) -m nodeenv.kubelet boot --nodes $(NODES)
 
 boot-status:
@@ -69,7 +69,7 @@ boot-down:
 boot-powerloss: setup
 	$(PY) -m nodeenv.kubelet powerloss
 
-boot-resume: setup
+boot-resume: setup ovs
 	$(PY) -m nodeenv.kubelet resume
 
 # The suite's image, in the private podman store build/podman (docs/image-and-boot.md).

@@ -7,9 +7,11 @@ import pkgutil
 import sys
 
 import bench
+from nodeenv import ovn_tree
 
 
 def main(argv: list[str]) -> int:
+    ovn_tree.activate()  # the OVN tree (build/ovn-trixie) or a DaemonError naming `make ovs`
     names = sorted(
         m.name.removeprefix("bench_")
         for m in pkgutil.iter_modules(bench.__path__)

@@ -15,8 +15,9 @@ verdict; a dead or wedged daemon stops the run and names the kept evidence (node
 
     flock /tmp/k8shost-ovn.lock make bench BENCH=lbchurn        # LBCHURN_SECONDS=60 for a short run
 
-It runs the node environment's ovs-vswitchd (nodeenv/vswitchd.py: the 3.5.0 that make builds);
-K8SHOST_OVS_VSWITCHD=/usr/sbin/ovs-vswitchd runs Debian 12's 3.1.0, which aborts within a minute.
+It runs the node environment's ovs-vswitchd (nodeenv/vswitchd.py: Debian 13's 3.5.0 from
+build/ovn-trixie). The crash it was written for was Debian 12's 3.1.0's, which aborted within a minute
+(fixed upstream in 3.1.3; docs/troubleshooting.md).
 """
 
 from __future__ import annotations

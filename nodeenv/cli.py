@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from common.jsonlog import setup_logging
+from nodeenv import ovn_tree
 from nodeenv.cluster import commands as cluster_commands
 from nodeenv.cluster.settings import ClusterSettings
 from nodeenv.components import default_components
@@ -70,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, json_format=False)
+    # The OVN tree's programs first in PATH (nodeenv/ovn_tree.py); every command that starts a daemon
+    # requires it (OvnCentral.start, ovn_stack.require_prerequisites: "run `make ovs`"), the
+    # tear-down and status commands run without it.
+    ovn_tree.activate(required=False)
     if args.command in cluster_commands.COMMANDS:
         return cluster_commands.run(args.command, args)
     if args.command == "sandbox-down":

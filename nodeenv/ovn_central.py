@@ -40,7 +40,6 @@ from ovnaccess.tls import OvnTls
 
 log = logging.getLogger(__name__)
 
-ovn_tree.activate()  # K8SHOST_OVN_TREE: that tree's tools first in PATH, its schemas below
 NB_SCHEMA = ovn_tree.share("ovn/ovn-nb.ovsschema")
 SB_SCHEMA = ovn_tree.share("ovn/ovn-sb.ovsschema")
 MODES = ("standalone", "raft")
@@ -169,6 +168,7 @@ class OvnCentral:
         return ",".join(m.ssl_remote for m in self.member_list(directory, db)) if self.listen_ip else ""
 
     def start(self, node: Node) -> dict[str, str]:
+        ovn_tree.activate()  # the tree's ovsdb-server and ovn-northd, or a DaemonError naming `make ovs`
         directory = central_dir(node)
         env = {**node.process_env(), **rundirs(directory)}
         self._issue(directory)

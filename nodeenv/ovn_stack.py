@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from nodeenv import ovn_tree
 from nodeenv.daemons import DaemonError, in_netns, run_checked, start_detaching, wait_for
 from nodeenv.node import Node
 from nodeenv.ovn_central import (
@@ -27,7 +28,7 @@ from nodeenv.ovn_central import (
     rundirs,
     start_standalone,
 )
-from nodeenv.vswitchd import DEBIAN_SCHEMA, Vswitchd, choose_vswitchd
+from nodeenv.vswitchd import SCHEMA, Vswitchd, choose_vswitchd
 from ovnaccess.tls import OvnTls
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,20 @@ def link_exists(name: str, netns: str = "") -> bool:
 
 
 def missing_prerequisites() -> list[str]:
-    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
-    missing += [str(s) for s in (DEBIAN_SCHEMA, NB_SCHEMA, SB_SCHEMA) if not s.exists()]
+    """What a node's daemons need and lack: the OVN tree (`make ovs`), whose bin/ this puts first in
+    PATH (ovn_tree.activate), each tool (the ovs*/ovn* ones found in the tree) and the schemas."""
+    why = ovn_tree.missing()
+    if why:
+        return [why]
+    ovn_tree.activate()
+    missing = []
+    for tool in REQUIRED_TOOLS:
+        found = shutil.which(tool)
+        if found is None:
+            missing.append(tool)
+        elif tool.startswith("ov") and not ovn_tree.in_tree(found):
+            missing.append(f"{tool} from the tree (PATH finds {found} first)")
+    missing += [str(s) for s in (ovn_tree.share(SCHEMA), NB_SCHEMA, SB_SCHEMA) if not s.exists()]
     return missing
 
 
@@ -99,14 +112,14 @@ class OvnStack:
 def require_prerequisites() -> None:
     missing = missing_prerequisites()
     if missing:
-        raise DaemonError(f"missing prerequisites: {', '.join(missing)} (run `make setup`)")
+        raise DaemonError(f"missing prerequisites: {', '.join(missing)} (run `make setup` and `make ovs`)")
 
 
 def start_switch(node: Node) -> tuple[str, Vswitchd]:
     """The node's ovsdb-server (Open_vSwitch, on the chosen vswitchd's schema) and ovs-vswitchd
     (nodeenv/vswitchd.py picks which), no bridge yet; the OVSDB remote and that vswitchd."""
     env = {**node.process_env(), **rundirs(node.path("ovs", "x").parent)}
-    vswitchd = choose_vswitchd(env)
+    vswitchd = choose_vswitchd()
     ovs_db = start_ovsdb(node, "ovs", vswitchd.schema, env)
     start_vswitchd(node, env, vswitchd)
     return ovs_db, vswitchd

@@ -1,12 +1,13 @@
-"""Which OVN/OVS tools and schemas the node environment runs: Debian 12's from /usr (the default),
-or those of another tree when `K8SHOST_OVN_TREE` names one (scripts/ovn-trixie.sh makes
-build/ovn-trixie: Debian 13's OVN 25.03 and OVS 3.5; docs/ovn-version.md).
+"""The OVN/OVS the node environment runs: build/ovn-trixie of this checkout, Debian 13's OVN 25.03
+and OVS 3.5 (ovs-vswitchd included), made by `make ovs` (scripts/ovn-trixie.sh; docs/ovn-version.md).
+There is no other: nothing of Debian 12's OVN/OVS in /usr is used.
 
-A tree is `<tree>/bin/` (the tools, patched to load the tree's own libraries; put first in PATH
-by `activate`, so every daemon and tool the node environment or a test starts by name is the
-tree's) and `<tree>/root/` (whose /usr/share has the NB, SB and Open_vSwitch schemas the databases
-are made from).
-ovs-vswitchd stays nodeenv/vswitchd.py's choice (build/ovs-3.5.0, from Debian 13's source).
+The tree is `bin/` (the programs, patched to load the tree's own libraries) and `root/` (the trixie
+minbase, whose /usr/share has the NB, SB and Open_vSwitch schemas the databases are made from).
+`activate` puts `bin/` first in this process's PATH, so every daemon and tool the node environment,
+a test or a bench starts by name (and every child that inherits the environment) is the tree's. Each
+entry point calls it: nodeenv/cli.py, nodeenv/kubelet/cli.py, bench/, tests/conftest.py, and
+nodeenv/ovn_stack.require_prerequisites before any daemon starts.
 """
 
 from __future__ import annotations
@@ -16,30 +17,43 @@ from pathlib import Path
 
 from nodeenv.daemons import DaemonError
 
-ENV_VAR = "K8SHOST_OVN_TREE"
 ROOT = Path(__file__).resolve().parent.parent
+TREE = ROOT / "build" / "ovn-trixie"
+# what a made tree has (scripts/ovn-trixie.sh writes TREE.txt last, after its version check)
+MADE_MARKS = ("TREE.txt", "bin/ovn-northd", "bin/ovs-vswitchd", "bin/ovsdb-server")
 
 
-def tree() -> Path | None:
-    """The tree K8SHOST_OVN_TREE names (relative to the checkout), None when unset."""
-    named = os.environ.get(ENV_VAR, "")
-    return (ROOT / named).resolve() if named else None
+def bin_dir() -> Path:
+    return TREE / "bin"
 
 
 def share(relative: str) -> Path:
-    """A file under /usr/share, from the tree when there is one."""
-    chosen = tree()
-    return (chosen / "root" if chosen else Path("/")) / "usr" / "share" / relative
+    """A file of the tree's /usr/share, e.g. share("ovn/ovn-nb.ovsschema")."""
+    return TREE / "root" / "usr" / "share" / relative
 
 
-def activate() -> None:
-    """Puts the tree's bin/ first in this process's PATH (once); fails clearly on a bad tree."""
-    chosen = tree()
-    if chosen is None:
+def missing() -> str:
+    """Why the tree cannot be used ("" when it can)."""
+    absent = [mark for mark in MADE_MARKS if not (TREE / mark).exists()]
+    if absent:
+        return f"{TREE} is not made (no {', '.join(absent)}): run `make ovs`"
+    return ""
+
+
+def activate(*, required: bool = True) -> None:
+    """Puts the tree's bin/ first in this process's PATH (once). A tree not made is a DaemonError
+    naming `make ovs`; with `required` False (the tear-down and status commands, a unit-test
+    session) nothing changes then."""
+    why = missing()
+    if why:
+        if required:
+            raise DaemonError(why)
         return
-    bin_dir = chosen / "bin"
-    if not (bin_dir / "ovn-northd").exists():
-        raise DaemonError(f"{ENV_VAR}={chosen}: no bin/ovn-northd (make it with scripts/ovn-trixie.sh)")
     path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(os.pathsep)
-    if path[0] != str(bin_dir):
-        os.environ["PATH"] = os.pathsep.join([str(bin_dir), *path])
+    if path[0] != str(bin_dir()):
+        os.environ["PATH"] = os.pathsep.join([str(bin_dir()), *path])
+
+
+def in_tree(program: Path | str) -> bool:
+    """Whether `program` (a path, e.g. /proc/<pid>/exe's target) is one of the tree's."""
+    return Path(program).resolve().is_relative_to(TREE.resolve())

@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
+  # Debian 12's OVS/OVN: the suite runs none of them (it runs build/ovn-trixie, `make ovs`); kept for
+  # tests/unit/daemonsets/test_image.py, which finds the packages of the programs the manifests run
+  # in the image by their owners on this machine (python3-openvswitch below: scripts/ovs_json_accel.py)
   openvswitch-switch openvswitch-common ovn-central ovn-host ovn-common
   iproute2 ethtool e2fsprogs xfsprogs util-linux mount kmod iptables
   iputils-ping containernetworking-plugins procps python3-openvswitch
@@ -13,7 +16,6 @@ APT_PACKAGES=(
   gdb  # nodeenv.evidence: backtraces of OVS/OVN cores
   podman runc busybox-static  # a real runtime for the CNI tests (runc: crun 1.8 refuses hybrid cgroups)
   mmdebstrap  # make image: the Debian base image, made from this machine's apt sources
-  gcc make libc6-dev libssl-dev  # scripts/build-ovs.sh: ovs-vswitchd 3.5.0 from Debian's source
   prometheus  # promtool check/test rules in make test; the Prometheus of cluster mode (nodeenv/prometheus)
   victoria-metrics  # make boot: vmagent's kubernetes_sd_configs (Debian's prometheus has none)
 )

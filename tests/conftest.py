@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeenv.daemons import is_alive
+from nodeenv import ovn_tree
+from nodeenv.daemons import DaemonError, is_alive
 from nodeenv.node import Node, NodeSettings
 from nodeenv.ovn_stack import OvnStack, missing_prerequisites
 
@@ -41,7 +42,7 @@ def require_ovn() -> None:
     require_root()
     missing = missing_prerequisites()
     if missing:
-        pytest.fail(f"OVS/OVN prerequisites missing: {', '.join(missing)}; run `make setup`")
+        pytest.fail(f"OVS/OVN prerequisites missing: {', '.join(missing)}; run `make setup` and `make ovs`")
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +97,15 @@ machine (the benches' clusters have their own prefixes and do not take it)."""
 MACHINE_TIERS = {"integration", "image", "e2e"}
 
 
+OVN_TIERS = {"integration", "e2e"}
+"""Tiers whose tests start the node environment's OVN/OVS on this machine (tests/image/ runs the image's)."""
+
+
+def _tier(item: pytest.Item, tests: Path) -> str:
+    parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
+    return parts[0] if parts else ""
+
+
 def _locks_for(items: list[pytest.Item], tests: Path) -> list[Path]:
     locks = set()
     for item in items:
@@ -126,8 +136,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     instead of failing half-started or tearing the other's cluster down as stale; taken once the
     tests are collected and before any runs (outside every test's timeout). Unit-only sessions take
     no lock; cluster-only sessions only the cluster's."""
-    for lock in _locks_for(session.items, Path(str(session.config.rootpath)) / "tests"):
+    tests = Path(str(session.config.rootpath)) / "tests"
+    if any(_tier(item, tests) in OVN_TIERS for item in session.items):
+        try:
+            ovn_tree.activate()  # the OVN tree (build/ovn-trixie) made, or no test of these tiers runs
+        except DaemonError as e:
+            raise pytest.UsageError(f"{e} (the integration and e2e tests run its OVN/OVS only)") from e
+    for lock in _locks_for(session.items, tests):
         _hold(lock, _held)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The OVN tree's bin/ first in PATH for the whole session (nodeenv/ovn_tree.py), when it is
+    made: every OVN/OVS program a test or fixture starts by name is the tree's. A unit-only session
+    runs without it; one with integration or e2e tests requires it (pytest_collection_finish)."""
+    ovn_tree.activate(required=False)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

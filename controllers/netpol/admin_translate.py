@@ -1,9 +1,11 @@
 """AdminNetworkPolicies and the BaselineAdminNetworkPolicy → OVN port groups, address sets and ACLs,
 added to the NetworkPolicies' desired state (pure).
 
-OVN 23.03's northbound schema (7.0.0) has no ACL `tier` column and no `pass` action (both arrive in
-23.06), so precedence is expressed by ACL priority bands in each direction's ACL stage (ingress
-`to-lport`; egress `from-lport` applied after the load balancer, as NetworkPolicy's egress):
+Precedence is expressed by ACL priority bands in each direction's ACL stage (ingress `to-lport`;
+egress `from-lport` applied after the load balancer, as NetworkPolicy's egress). They were designed
+for OVN 23.03, whose northbound schema (7.0.0) has no ACL `tier` column and no `pass` action (both
+arrive in 23.06); the OVN 25.03 the suite runs has both (`ACL.tier`, 0-3), but the bands still do the
+work (tiers could be used later):
 
     ANP band      30000 downwards   ANP priority p: 289 priorities from 30000 - 289p; its rules in order
     NetworkPolicy 1001 / 1000       allow-related / default-deny drop (translate.py, --allow/--deny-priority)

@@ -141,7 +141,7 @@ def restart_vswitchd(cluster: Cluster, n: ClusterNode) -> float:
     underlay address back on br-phy if the device lost it. The time it was stopped."""
     ovs_dir, env = n.node.run_dir / "ovs", _node_env(n)
     at = kill(n.node, "ovs-vswitchd", signal.SIGTERM)
-    vswitchd = choose_vswitchd(env)
+    vswitchd = choose_vswitchd()
     start_detaching(
         "ovs-vswitchd",
         [str(vswitchd.binary), env["OVS_DB"], f"--unixctl={ovs_dir / 'ovs-vswitchd.ctl'}",

@@ -56,6 +56,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs
 
+from nodeenv import ovn_tree
 from nodeenv.cluster.underlay import list_netns
 from nodeenv.daemons import DaemonError, DaemonTable, is_alive, start_foreground
 from nodeenv.daemons import wait_for as wait_until
@@ -156,6 +157,8 @@ def preflight(s: BootSettings, env: Mapping[str, str]) -> list[str]:
     for tool in ("kubectl", "podman", "ip"):
         if shutil.which(tool) is None:
             problems.append(f"{tool} is not installed (run `make setup`)")
+    if ovn_tree.missing():  # the host side's ovs-vsctl is the tree's (nodeenv/ovn_tree.py)
+        problems.append(ovn_tree.missing())
     store, image = ImageStore.from_env(env), image_name()
     if shutil.which("podman") and not store.exists(image):
         problems.append(f"the image {image} is not in {store.base}: run `make image`")

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from common.jsonlog import setup_logging
-from nodeenv import netns_socket
+from nodeenv import netns_socket, ovn_tree
 from nodeenv.image.store import ImageStore
 from nodeenv.kubelet import boot
 from nodeenv.kubelet.apiclient import KubeClient
@@ -102,6 +102,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not args.kubeconfig or not args.node_root or not args.state_dir:
         print("run: --kubeconfig, --node-root and --state-dir are required", file=sys.stderr)
         return 2
+    if ovn_tree.missing():
+        print(f"run: {ovn_tree.missing()}", file=sys.stderr)
+        return 1
     if args.netns:
         try:
             netns_socket.enter(args.netns)  # before any thread: all of them, and podman, run there
@@ -167,6 +170,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     args = build_parser(env).parse_args(sys.argv[1:] if argv is None else list(argv))
     setup_logging(args.log_level, json_format=False)
+    # The OVN tree's programs (the host side's ovs-vsctl) first in PATH (nodeenv/ovn_tree.py); boot's
+    # preflight, run and resume require it, down and status run without it.
+    ovn_tree.activate(required=False)
     if args.command == "run":
         return run(args, env)
     try:

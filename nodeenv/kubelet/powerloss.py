@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodeenv import ovn_tree
 from nodeenv.daemons import DaemonError, is_alive
 from nodeenv.kubelet import boot, bootnodes, monitoring, rootdir
 from nodeenv.kubelet.apiclient import KubeClient
@@ -220,6 +221,9 @@ def resume_main(s: BootSettings, env: Mapping[str, str]) -> int:
     """`resume`: as `boot` from the kept run dir; waits for every pod Ready, prints what boot prints."""
     if os.geteuid() != 0:
         print("resume: cannot start: needs root (network namespaces, OVS, mounts)", file=sys.stderr)
+        return 1
+    if ovn_tree.missing():
+        print(f"resume: cannot start: {ovn_tree.missing()}", file=sys.stderr)
         return 1
     started = time.monotonic()
     try:

@@ -21,6 +21,7 @@ from nodeenv.scenarios import (
     node_failure,
     node_rejoin,
     ovn_alive,
+    ovn_programs,
     ovn_tls,
     plasmacloud,
     pod_security,
@@ -36,7 +37,9 @@ from nodeenv.scenarios import (
 )
 
 SCENARIOS = (
-    ovn_alive, socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
+    ovn_alive,
+    ovn_programs,  # every OVN/OVS daemon's /proc/<pid>/exe in build/ovn-trixie, and its version
+    socket_paths, kubeapi, webhook, cni, podman, csi, e2e_volume, flashdns, fiberlb, tenancy,
     admin_policy,  # after tenancy, on its pods: projects isolated by the platform's ANPs
     escapes, tenant_data, pod_security,
     metrics,  # every daemon's /metrics: the catalogue's names, tunnels, a pod's ADD counted

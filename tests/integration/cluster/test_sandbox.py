@@ -59,6 +59,8 @@ def test_make_sandbox_runs_the_scenario_on_three_nodes(
     every = "node1,node2,node3"
     assert rows["cluster-up: 3 nodes, OVN central, API double, LightningStor, controllers"][0] == every
     assert rows["ovn: netns ping each other"][0] == "node1,node2"  # across Geneve
+    assert rows["ovn programs: every OVN/OVS daemon runs the tree's programs"][0] == every
+    assert "daemons from build/ovn-trixie; ovn-controller 25.03." in out and "ovs-vswitchd 3.5." in out
     assert rows["socket paths: every node's sockets below its run dir's alias, answering"][0] == every
     assert rows["cni: pods ping each other (same and other namespace)"][0] == every
     assert rows["ovn tls: NB client without a certificate refused"][0] == "node1"

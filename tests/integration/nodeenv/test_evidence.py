@@ -30,7 +30,7 @@ class VswitchdOnly:
 
     def start(self, node: Node) -> dict[str, str]:
         env = {**node.process_env(), **rundirs(node.path("ovs", "x").parent)}
-        chosen = choose_vswitchd(env)  # the one the node environment runs, started the same way
+        chosen = choose_vswitchd()  # the one the node environment runs, started the same way
         return {"OVS_DB": start_ovsdb(node, "ovs", chosen.schema, env), **start_vswitchd(node, env, chosen)}
 
     def cleanup(self, node: Node) -> None:

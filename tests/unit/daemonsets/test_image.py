@@ -91,7 +91,12 @@ def _in_image(programs: set[str]) -> list[str]:
     """The programs no package the image installs (or Debian's Essential set) ships."""
     paths = {}
     for program in programs:
-        path = program if program.startswith("/") else shutil.which(program)
+        # the system's directories, as in the image (not the OVN tree's bin/ a test session puts first)
+        path = (
+            program
+            if program.startswith("/")
+            else shutil.which(program, path="/usr/sbin:/usr/bin:/sbin:/bin")
+        )
         assert path, f"{program} is not on this machine (make setup installs the same packages)"
         paths[path] = program
     shipped = _owners(list(paths))

@@ -191,9 +191,9 @@ def test_connection_churn_through_a_vip_keeps_the_datapath_up(
     in 3.1.3) when a new TCP connection through an OVN load balancer reuses the 5-tuple of one whose
     conntrack entry is closed but not yet swept. Two clients open a new connection per request to the
     VIP from source ports narrowed to 200, so tuples come back within a fraction of a second on any
-    machine. The node environment runs the ovs-vswitchd 3.5.0 of scripts/build-ovs.sh (here: ~110,000
-    connections in 40 s, none failed); with K8SHOST_OVS_VSWITCHD=/usr/sbin/ovs-vswitchd this test
-    fails after ~20 s, vswitchd dead on that assertion (docs/troubleshooting.md)."""
+    machine. The node environment runs Debian 13's ovs-vswitchd 3.5.0 from build/ovn-trixie (3.5.0
+    built from source, before the move: ~110,000 connections in 40 s, none failed); with 3.1.0 this
+    test failed after ~20 s, vswitchd dead on that assertion (docs/troubleshooting.md)."""
     backends = start_backends(lb_pods, servers, n=2)
     client, _, _ = lb_pods.add("lbc", pod="churn-client")
     ovn_backend.apply(web([Backend(ip, 8080) for ip in backends.values()]))
