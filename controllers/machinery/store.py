@@ -39,6 +39,8 @@ class Store:
     """Objects by key plus named indexes (value → keys). Objects are shared: never mutate them."""
 
     def __init__(self) -> None:
+        self.generation = 0
+        """Counts the writes (upsert, remove): a caller that saw the same generation sees the same objects."""
         self._items: dict[str, KubeObject] = {}
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, dict[str, set[str]]] = {}
@@ -90,6 +92,7 @@ class Store:
     def upsert(self, obj: KubeObject) -> KubeObject | None:
         """Add or replace an object; returns the one it replaced."""
         key = object_key(obj)
+        self.generation += 1
         old = self._items.get(key)
         if old is not None:
             self._unindex(key, old)
@@ -102,6 +105,7 @@ class Store:
         """Drop an object; returns it (None if it was not there)."""
         old = self._items.pop(key, None)
         if old is not None:
+            self.generation += 1
             self._unindex(key, old)
         return old
 

@@ -81,15 +81,18 @@ INDEXED = ("Port_Group", "Address_Set")
 
 class _Idl(OvsdbIdl):
     """Keeps a parsed view of every logical switch port, updated as the rows change (a reconcile
-    reads it instead of converting 500 IDL rows each time), our port groups and address sets by
-    uuid, and what changed since the last apply: rows by uuid, ACLs by their owner key (an apply
-    compares a port group again when it or one of its owner's ACLs changed, without reading every
-    group's ACLs to find out)."""
+    reads it instead of converting 500 IDL rows each time; `ports_version` counts its changes), our
+    port groups and address sets by uuid, and what changed since the last apply: rows by uuid (and
+    port groups and address sets by name too: a deleted row's uuid names nothing any more), ACLs by
+    their owner key (an apply compares a port group again when it or one of its owner's ACLs
+    changed, without reading every group's ACLs to find out)."""
 
     on_change: Callable[[], None] | None = None
     touched: set[Any]
     touched_keys: set[str]
+    touched_names: set[tuple[str, str]]
     port_view: dict[Any, PortInfo]
+    ports_version: int
     owned: dict[str, dict[Any, str]]
 
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
@@ -101,6 +104,7 @@ class _Idl(OvsdbIdl):
             with self.ports_lock:
                 self.touched.add(row.uuid)
                 if table in self.owned:
+                    self.touched_names.add((table, row.name))
                     _index(self.owned[table], row, ours and event != "delete")
                 elif table == "ACL":
                     self.touched_keys |= _acl_keys(row, updates)
@@ -108,6 +112,7 @@ class _Idl(OvsdbIdl):
                 return
         else:
             with self.ports_lock:
+                self.ports_version += 1
                 if event == "delete":
                     self.port_view.pop(row.uuid, None)
                 else:
@@ -115,21 +120,45 @@ class _Idl(OvsdbIdl):
         if self.on_change is not None:
             self.on_change()
 
-    def take_touched(self) -> tuple[set[Any], set[str]]:
-        """Uuids of Port_Group, Address_Set and ACL rows changed since the last call, and the owner
-        keys of the changed ACLs."""
+    def take_touched(self) -> Touched:
+        """What changed of Port_Group, Address_Set and ACL rows since the last call."""
         with self.ports_lock:
-            touched, keys = self.touched, self.touched_keys
-            self.touched, self.touched_keys = set(), set()
-        return touched, keys
+            taken = Touched(self.touched, self.touched_keys, self.touched_names)
+            self.touched, self.touched_keys, self.touched_names = set(), set(), set()
+        return taken
+
+    def give_back(self, taken: Touched) -> None:
+        """An apply that wrote nothing: what it took is compared again next time."""
+        with self.ports_lock:
+            self.touched |= taken.uuids
+            self.touched_keys |= taken.keys
+            self.touched_names |= taken.names
 
     def __init__(self, remote: str, helper: Any) -> None:
         self.ports_lock = threading.Lock()
         self.port_view: dict[Any, PortInfo] = {}
         self.touched: set[Any] = set()
         self.touched_keys: set[str] = set()
+        self.touched_names: set[tuple[str, str]] = set()
+        self.ports_version = 0
         self.owned = {t: {} for t in INDEXED}
         super().__init__(remote, helper)
+
+
+@dataclass
+class Touched:
+    """Rows changed since an apply: uuids (Port_Group, Address_Set, ACL), the owner keys of the
+    changed ACLs, and (table, name) of the changed port groups and address sets."""
+
+    uuids: set[Any] = field(default_factory=set)
+    keys: set[str] = field(default_factory=set)
+    names: set[tuple[str, str]] = field(default_factory=set)
+
+    def __ior__(self, other: Touched) -> Touched:
+        self.uuids |= other.uuids
+        self.keys |= other.keys
+        self.names |= other.names
+        return self
 
 
 def _index(owned: dict[Any, str], row: Any, keep: bool) -> None:
@@ -146,14 +175,6 @@ def _acl_keys(row: Any, updates: Any) -> set[str]:
     if isinstance(old, Mapping):
         keys.add(old.get(K_KEY, ""))
     return keys - {""}
-
-
-def _owned_rows(api: Any, idl: _Idl, table: str) -> dict[str, Any]:
-    """name -> row of our rows of `table`, from the index (no row's columns converted)."""
-    rows = api.tables[table].rows
-    with idl.ports_lock:
-        owned = list(idl.owned[table].items())
-    return {name: row for u, name in owned if (row := rows.get(u)) is not None}
 
 
 def _port_info(r: Any) -> PortInfo:
@@ -177,16 +198,19 @@ def _acl_key(row: Any) -> Acl:
 
 @dataclass
 class _Last:
-    """What the last successful apply made of each of our rows."""
+    """What the last successful apply made of each of our rows, and the desired state it was given."""
 
     sets: dict[str, AddressSet] = field(default_factory=dict)
     groups: dict[str, PortGroup] = field(default_factory=dict)
+    desired: Desired | None = None
 
 
 class _Apply(Command):  # type: ignore[misc]
     """The diff, on the IDL thread. Reading a row's set columns converts every value (hundreds of
     addresses or ports), so a row is compared only when it changed since our last successful
-    apply (an update of it reached the IDL) or what we want of it changed; else it is as we left it."""
+    apply (an update of it reached the IDL) or what we want of it changed; else it is as we left it.
+    Given the very desired state the last apply wrote (the reconcile that follows the echo of our
+    own writes, or someone else's write to our rows), it visits only the rows changed since."""
 
     def __init__(
         self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: _Last, log_rate: int,
@@ -197,34 +221,69 @@ class _Apply(Command):  # type: ignore[misc]
         self.log_rate, self.release = log_rate, release
         self.created = self.changed = self.deleted = 0
         self.released = 0
-        self.seen: set[Any] = set()
-        self.seen_keys: set[str] = set()
+        self.seen = Touched()
 
     def run_idl(self, txn: Any) -> None:
         self.created = self.changed = self.deleted = 0
-        seen, keys = self.idl.take_touched()
-        self.seen |= seen  # kept across retries of this command
-        self.seen_keys |= keys
+        self.seen |= self.idl.take_touched()  # kept across retries of this command
         self._meter(txn)
-        sets = _owned_rows(self.api, self.idl, "Address_Set")
-        groups = _owned_rows(self.api, self.idl, "Port_Group")
-        for want in self.desired.address_sets.values():
-            row = sets.get(want.name)
-            if row is None or self.last.sets.get(want.name) != want or row.uuid in self.seen:
-                self._address_set(txn, row, want)
-        for pg in self.desired.port_groups.values():
-            row = groups.get(pg.name)
-            if row is None or self.last.groups.get(pg.name) != pg or self._touched(row, pg):
-                self._port_group(txn, row, pg)
-        for stale in (
-            *(r for n, r in groups.items() if n not in self.desired.port_groups),
-            *(r for n, r in sets.items() if n not in self.desired.address_sets),
-        ):
-            if stale.external_ids.get(K_KEY) not in self.keep:
-                stale.delete()
-                self.deleted += 1
+        if self.desired is self.last.desired:
+            self._repair(txn)
+        else:
+            self._compare_all(txn)
         self._release()
         self.result = ApplyStats(self.created, self.changed, self.deleted)
+
+    def _compare_all(self, txn: Any) -> None:
+        """Every row we want: one equal to what the last apply wrote (most often the very object:
+        the translation keeps an unchanged policy's) and not changed since is passed over without
+        being looked up; the others are compared with their row. Then our rows no longer wanted go."""
+        last, seen, desired = self.last, self.seen, self.desired
+        for name, want in desired.address_sets.items():
+            before = last.sets.get(name)
+            if (before is not want and before != want) or ("Address_Set", name) in seen.names:
+                self._address_set(txn, self._ours("Address_Set", name), want)
+        for name, pg in desired.port_groups.items():
+            before = last.groups.get(name)
+            if (
+                (before is not pg and before != pg)
+                or ("Port_Group", name) in seen.names
+                or pg.owner in seen.keys
+            ):
+                self._port_group(txn, self._ours("Port_Group", name), pg)
+        for table, wanted in (("Port_Group", desired.port_groups), ("Address_Set", desired.address_sets)):
+            with self.idl.ports_lock:
+                owned = set(self.idl.owned[table].values())
+            for name in sorted(owned - wanted.keys()):
+                if (row := self._ours(table, name)) is not None:
+                    self._drop(row)
+
+    def _ours(self, table: str, name: str) -> Any:
+        """Our row of that name (None when there is none, or it is someone else's)."""
+        row = by_name(self.api, table, name)
+        return row if row is not None and row.external_ids.get(K_OWNER) == OWNER else None
+
+    def _repair(self, txn: Any) -> None:
+        """The rows changed since the last apply, compared with what it wrote: one changed, missing
+        or added by someone else is made ours again, as the full comparison would."""
+        sets = {n for t, n in self.seen.names if t == "Address_Set"}
+        groups = {n for t, n in self.seen.names if t == "Port_Group"}
+        keys = self.seen.keys  # ACLs changed: their groups by owner key (a scan: an index costs more)
+        groups.update(pg.name for pg in self.desired.port_groups.values() if keys and pg.owner in keys)
+        for table, names in (("Address_Set", sets), ("Port_Group", groups)):
+            for name in sorted(names):
+                row = self._ours(table, name)  # not ours: creating ours raises NameTaken
+                if table == "Address_Set" and (want := self.desired.address_sets.get(name)):
+                    self._address_set(txn, row, want)
+                elif table == "Port_Group" and (group := self.desired.port_groups.get(name)):
+                    self._port_group(txn, row, group)
+                elif row is not None:
+                    self._drop(row)
+
+    def _drop(self, stale: Any) -> None:
+        if stale.external_ids.get(K_KEY) not in self.keep:
+            stale.delete()
+            self.deleted += 1
 
     def _release(self) -> None:
         """Enable each held port (written again after the NB was lost, cni/republish.py) that
@@ -252,9 +311,6 @@ class _Apply(Command):  # type: ignore[misc]
         else:
             self.changed += 1
         row.bands = [band]
-
-    def _touched(self, group: Any, want: PortGroup) -> bool:
-        return group.uuid in self.seen or want.owner in self.seen_keys
 
     def _new(self, txn: Any, table: str, name: str, owner: str) -> Any:
         if by_name(self.api, table, name) is not None:
@@ -342,6 +398,7 @@ class PolicyNorthbound:
         owned = {t: {r.uuid: n for n, r in _ours(api, t).items()} for t in INDEXED}
         with self._idl.ports_lock:
             self._idl.port_view = {r.uuid: _port_info(r) for r in rows}
+            self._idl.ports_version += 1
             self._idl.owned = owned
 
     def on_change(self, callback: Callable[[], None]) -> None:
@@ -353,6 +410,10 @@ class PolicyNorthbound:
     def ports(self) -> list[PortInfo]:
         with self._idl.ports_lock:
             return list(self._idl.port_view.values())
+
+    def ports_version(self) -> int:
+        """Changes when `ports()` would (read it first: a change after it is seen next time)."""
+        return self._idl.ports_version
 
     def previous(self) -> dict[str, Frozen]:
         """What OVN holds of each policy: its port group's members and the directions it isolates."""
@@ -389,11 +450,10 @@ class PolicyNorthbound:
             try:
                 stats: ApplyStats = cmd.execute(check_error=True)
             except Exception:
-                with self._idl.ports_lock:  # nothing was written: compare these rows next time
-                    self._idl.touched |= cmd.seen
-                    self._idl.touched_keys |= cmd.seen_keys
+                self._idl.give_back(cmd.seen)  # nothing was written: compare these rows next time
                 raise
-            self._last = _Last(dict(desired.address_sets), dict(desired.port_groups))
+            if desired is not self._last.desired:  # kept, not copied: a Desired is not changed once applied
+                self._last = _Last(desired.address_sets, desired.port_groups, desired)
         if cmd.released:
             log.warning("released %d held port(s) with their policies (the NB was rebuilt)", cmd.released)
         return stats

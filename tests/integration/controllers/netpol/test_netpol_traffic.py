@@ -267,6 +267,15 @@ def test_rows_changed_behind_our_back_are_repaired(cluster: Cluster) -> None:
                                  capture_output=True, text=True, check=True).stdout  # fmt: skip
         assert all(m.strip() != "ip4" for m in matches.splitlines())  # the rewritten ACL is gone
         assert cluster.nb.apply(desired).total == 0
+        # a port group of ours deleted by someone else: its uuid names nothing any more, its name
+        # still does, and the apply (given the same desired state: it visits changed rows only) makes it again
+        subprocess.run([*nbctl, "destroy", "Port_Group", pg], check=True)
+        replica_has(cluster.nb, "Port_Group", pg, "name", None)
+        assert cluster.nb.apply(desired) == ApplyStats(created=1, changed=0, deleted=0)
+        out = subprocess.run([*nbctl, "--bare", "--columns=acls", "list", "Port_Group", pg],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert len(out.split()) == len(desired.port_groups[pg].acls)
+        assert cluster.nb.apply(desired).total == 0
     finally:
         cluster.nb.on_change(lambda: None)
         cluster.nb.apply(Desired())

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers.netpol.ovn_apply import K_KEY, K_OWNER, OWNER, _acl_keys, _Idl, _owned_rows
+from controllers.netpol.ovn_apply import K_KEY, K_OWNER, OWNER, Touched, _acl_keys, _Idl
 
 
 @dataclass
@@ -40,13 +40,9 @@ def ours(key: str) -> dict[str, str]:
 def idl() -> _Idl:
     i = _Idl.__new__(_Idl)  # the notification logic alone, without a connection
     i.ports_lock, i.port_view, i.touched, i.touched_keys = threading.Lock(), {}, set(), set()
+    i.touched_names, i.ports_version = set(), 0
     i.owned = {"Port_Group": {}, "Address_Set": {}}
     return i
-
-
-class FakeApi:
-    def __init__(self, *tables: FakeTable) -> None:
-        self.tables = {t.name: t for t in tables}
 
 
 def test_our_port_groups_are_indexed_as_they_come_and_go() -> None:
@@ -55,24 +51,27 @@ def test_our_port_groups_are_indexed_as_they_come_and_go() -> None:
     for row in (mine, foreign):
         table.rows[row.uuid] = row
         i.notify("create", row)
-    assert _owned_rows(FakeApi(table), i, "Port_Group") == {"pg_a": mine}
-    assert i.take_touched() == ({mine.uuid, foreign.uuid}, set())
+    assert i.owned["Port_Group"] == {mine.uuid: "pg_a"}
+    assert i.take_touched() == Touched(
+        {mine.uuid, foreign.uuid}, set(), {("Port_Group", "pg_a"), ("Port_Group", "pg_x")}
+    )
     mine.external_ids = {}  # someone took our owner key off: no longer ours
     i.notify("update", mine, OldColumns(ours("ns/a")))
-    assert _owned_rows(FakeApi(table), i, "Port_Group") == {}
+    assert i.owned["Port_Group"] == {}
     mine.external_ids = ours("ns/a")
     i.notify("update", mine)
     i.notify("delete", mine)
     assert i.owned["Port_Group"] == {}
+    assert i.take_touched().names == {("Port_Group", "pg_a")}  # deleted: its name still says which row
 
 
 def test_a_changed_acl_names_its_owner_key_old_and_new() -> None:
     i, table = idl(), FakeTable("ACL")
     acl = FakeRow(table, "", ours("ns/a"))
     i.notify("update", acl, object())  # its match changed: external_ids not among the old columns
-    assert i.take_touched() == ({acl.uuid}, {"ns/a"})
+    assert i.take_touched() == Touched({acl.uuid}, {"ns/a"})
     acl.external_ids = ours("ns/b")
     i.notify("update", acl, OldColumns(ours("ns/a")))
-    assert i.take_touched()[1] == {"ns/a", "ns/b"}
-    assert i.take_touched() == (set(), set())
+    assert i.take_touched().keys == {"ns/a", "ns/b"}
+    assert i.take_touched() == Touched()
     assert _acl_keys(FakeRow(table, "", {}), None) == set()
