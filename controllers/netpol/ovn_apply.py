@@ -240,8 +240,8 @@ class _Apply(Command):  # type: ignore[misc]
         being looked up; the others are compared with their row. Then our rows no longer wanted go."""
         last, seen, desired = self.last, self.seen, self.desired
         for name, want in desired.address_sets.items():
-            before = last.sets.get(name)
-            if (before is not want and before != want) or ("Address_Set", name) in seen.names:
+            had = last.sets.get(name)
+            if (had is not want and had != want) or ("Address_Set", name) in seen.names:
                 self._address_set(txn, self._ours("Address_Set", name), want)
         for name, pg in desired.port_groups.items():
             before = last.groups.get(name)
