@@ -64,9 +64,15 @@ class Cluster:
         return [ip for p in self.nb.ports() if p.management for ip in p.ips]
 
     def sync(self) -> None:
-        """Until every chassis has what the NB says (ovn-nbctl --wait=hv)."""
+        """Until every chassis has what the NB says (ovn-nbctl --wait=hv: ovn-controller installed the
+        OpenFlow rules) and ovs-vswitchd's datapath flow cache was revalidated against them: a megaflow
+        cached by a probe before the change can carry the next probe's packet until the revalidators'
+        round after the change, so a refusal probed at once can pass on a loaded machine (seen once:
+        an SCTP INIT through a Deny ANP just applied)."""
         db = self.agent.node.endpoints["OVN_NB_DB"]
         subprocess.run(["ovn-nbctl", f"--db={db}", "--wait=hv", "--timeout=20", "sync"], check=True)
+        ctl = self.agent.node.run_dir / "ovs" / "ovs-vswitchd.ctl"
+        subprocess.run(["ovs-appctl", "--timeout=20", "-t", str(ctl), "revalidator/wait"], check=True)
 
 
 @pytest.fixture(scope="module")
