@@ -150,58 +150,107 @@ class _World:
         return [m for ms in self.by_ns.values() for m in ms]
 
 
-Translated = tuple[PortGroup, list[AddressSet]]
+@dataclass
+class _Assembly:
+    """A memoized translation put together: every policy's port group and address sets, the
+    policies skipped, and the pods each namespace isolates per direction. The next translation in
+    the same world patches it with the policies that came, changed or went (and the isolation of
+    their namespaces) and copies it out: one policy changed among a thousand costs that policy."""
+
+    had: dict[str, tuple[NetworkPolicy, LogSetting]] = field(default_factory=dict)
+    """policy key -> the policy and its namespace's logging, as translated"""
+    groups: dict[str, PortGroup] = field(default_factory=dict)
+    sets: dict[str, AddressSet] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    made: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    """policy key -> the names of its port group and address sets (a skipped policy has none)"""
+    by_ns: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    isolated: dict[tuple[str, Direction], set[str]] = field(default_factory=dict)
+
+    def forget(self, key: str) -> None:
+        p, _ = self.had.pop(key)
+        self.by_ns[p.namespace].discard(key)
+        self.skipped.pop(key, None)
+        group, sets = self.made.pop(key, ("", []))
+        self.groups.pop(group, None)
+        for name in sets:
+            self.sets.pop(name, None)
+
+    def add(self, world: _World, p: NetworkPolicy, prio: Priorities, logs: LogSetting) -> None:
+        self.had[p.key] = (p, logs)
+        self.by_ns[p.namespace].add(p.key)
+        try:
+            pg, sets = _policy(world, p, prio, logs)
+        except UnknownNamedPort as e:
+            self.skipped[p.key] = str(e)
+            return
+        self.groups[pg.name] = pg
+        self.sets.update((s.name, s) for s in sets)
+        self.made[p.key] = (pg.name, [s.name for s in sets])
+
+    def isolate(self, ns: str) -> None:
+        """The pods of `ns` isolated per direction, again from its policies (not the skipped)."""
+        for d in ("Ingress", "Egress"):
+            self.isolated.pop((ns, d), None)
+        for key in sorted(self.by_ns.get(ns, ())):
+            if key in self.skipped:
+                continue
+            p, group = self.had[key][0], self.groups[self.made[key][0]]
+            for d in p.types:
+                self.isolated.setdefault((ns, d), set()).update(group.ports)
 
 
 @dataclass
 class TranslateMemo:
-    """Each policy's translation, reused while the policy, the pods, namespaces and priorities it
-    was computed against are the same: a policy created, changed or deleted translates that policy
-    alone (the others' port groups and address sets are the very objects of the last reconcile, so
-    the apply's comparison with what it wrote last is cheap too); a pod or namespace change
-    translates them all. Looked up by the policy's key, then compared (a parsed policy the caller
-    kept is the same object: comparing it costs nothing, hashing it would walk all of it)."""
+    """The last translation, kept while the pods, namespaces and priorities it was computed against
+    are the same: a policy created, changed or deleted translates that policy alone, and the
+    others' port groups and address sets are the very objects of the last reconcile (so the apply's
+    comparison with what it wrote last is cheap too); a pod or namespace change translates them all.
+    A policy is looked up by its key, then compared (a parsed policy the caller kept is the same
+    object: comparing it costs nothing, hashing it would walk all of it)."""
 
     world: tuple[list[Member], dict[str, dict[str, str]], Priorities] | None = None
-    results: dict[str, tuple[NetworkPolicy, LogSetting, Translated | str]] = field(default_factory=dict)
-    """policy key -> (the policy, its namespace's logging, its translation or why it is skipped)"""
+    assembly: _Assembly = field(default_factory=_Assembly)
+    deny: dict[tuple[str, Direction], tuple[frozenset[str], LogSetting, PortGroup]] = field(
+        default_factory=dict
+    )
+    """(namespace, direction) -> the pods and logging its default-deny group was made for, and it"""
     hits: int = 0
-    used: set[str] = field(default_factory=set)
+    """Policies reused as they were, over every translation."""
 
     def use(
         self, members: Sequence[Member], namespaces: Mapping[str, Mapping[str, str]], prio: Priorities
     ) -> None:
-        """At a translation's start: forget every result if the world it was computed in changed."""
+        """At a translation's start: forget everything if the world it was computed in changed."""
         world = (list(members), {n: dict(labels) for n, labels in namespaces.items()}, prio)
         if world != self.world:
-            self.world, self.results = world, {}
-        self.used = set()
+            self.world, self.assembly, self.deny = world, _Assembly(), {}
 
-    def prune(self) -> None:
-        """At its end: keep only the policies it translated (a deleted policy's result goes)."""
-        self.results = {k: v for k, v in self.results.items() if k in self.used}
-
-
-def _translated(
-    world: _World, p: NetworkPolicy, prio: Priorities, logs: LogSetting, memo: TranslateMemo | None
-) -> Translated:
-    """`_policy`, through the memo when there is one (its UnknownNamedPort raised again)."""
-    if memo is None:
-        return _policy(world, p, prio, logs)
-    memo.used.add(p.key)
-    hit = memo.results.get(p.key)
-    if hit is not None and hit[0] == p and hit[1] == logs:
-        memo.hits += 1
-        got = hit[2]
-    else:
-        try:
-            got = _policy(world, p, prio, logs)
-        except UnknownNamedPort as e:
-            got = str(e)
-        memo.results[p.key] = (p, logs, got)
-    if isinstance(got, str):
-        raise UnknownNamedPort(got)
-    return got
+    def patch(
+        self,
+        world: _World,
+        policies: Iterable[NetworkPolicy],
+        prio: Priorities,
+        logs: Mapping[str, LogSetting],
+    ) -> _Assembly:
+        """The assembly with `policies` as they are now."""
+        asm, current = self.assembly, {p.key: p for p in policies}
+        namespaces = {asm.had[k][0].namespace for k in asm.had if k not in current}
+        for key in [k for k in asm.had if k not in current]:
+            asm.forget(key)
+        for key, p in current.items():
+            log, had = logs.get(p.namespace, OFF), asm.had.get(key)
+            if had is not None and (had[0] is p or had[0] == p) and had[1] == log:
+                self.hits += 1
+                continue
+            if had is not None:
+                asm.forget(key)
+                namespaces.add(had[0].namespace)
+            asm.add(world, p, prio, log)
+            namespaces.add(p.namespace)
+        for ns in namespaces:
+            asm.isolate(ns)
+        return asm
 
 
 def translate(
@@ -222,32 +271,49 @@ def translate(
     (from its port group). A skipped policy's objects are left as they are (the caller does
     not touch that owner) and the pods it isolated stay in their namespace's default deny:
     an invalid update never opens traffic. `logging` is each namespace's verdict logging. `memo`
-    keeps each policy's translation between calls (TranslateMemo).
+    keeps the translation between calls (TranslateMemo).
     """
     world, out, skipped = _World(members, namespaces), Desired(), dict(invalid)
+    isolated: dict[tuple[str, Direction], set[str]] = defaultdict(set)
     if memo is not None:
         memo.use(members, namespaces, prio)
-    isolated: dict[tuple[str, Direction], set[str]] = defaultdict(set)
-    for p in sorted(policies, key=lambda p: p.key):
-        try:
-            pg, sets = _translated(world, p, prio, logging.get(p.namespace, OFF), memo)
-        except UnknownNamedPort as e:
-            skipped[p.key] = str(e)
-            continue
-        out.port_groups[pg.name] = pg
-        out.address_sets.update((s.name, s) for s in sets)
-        for d in p.types:
-            isolated[(p.namespace, d)] |= pg.ports
-    if memo is not None:
-        memo.prune()
+        asm = memo.patch(world, policies, prio, logging)
+        out.port_groups, out.address_sets = dict(asm.groups), dict(asm.sets)
+        skipped |= asm.skipped
+        isolated.update((k, set(v)) for k, v in asm.isolated.items())
+    else:
+        for p in sorted(policies, key=lambda p: p.key):
+            try:
+                pg, sets = _policy(world, p, prio, logging.get(p.namespace, OFF))
+            except UnknownNamedPort as e:
+                skipped[p.key] = str(e)
+                continue
+            out.port_groups[pg.name] = pg
+            out.address_sets.update((s.name, s) for s in sets)
+            for d in p.types:
+                isolated[(p.namespace, d)] |= pg.ports
     for f in (previous[k] for k in skipped if k in previous):
         for d in ("Ingress", "Egress"):
             if d in f.types:
                 isolated[(f.namespace, d)] |= f.lsps
     for (ns, d), lsps in isolated.items():
-        out.port_groups[deny_group(ns, d)] = _deny_group(ns, d, lsps, prio, logging.get(ns, OFF))
+        pg = _deny(memo, ns, d, lsps, prio, logging.get(ns, OFF))
+        out.port_groups[pg.name] = pg
     out.address_sets[NODES_SET] = AddressSet(NODES_SET, CLUSTER_OWNER, frozenset(node_ips))
     return out, skipped
+
+
+def _deny(memo: TranslateMemo | None, ns: str, d: Direction, lsps: set[str], prio: Priorities,
+          logs: LogSetting) -> PortGroup:  # fmt: skip
+    """The namespace's default-deny group: the memo's while its pods and logging are the same."""
+    if memo is None:
+        return _deny_group(ns, d, lsps, prio, logs)
+    had = memo.deny.get((ns, d))
+    if had is not None and had[1] == logs and had[0] == lsps:
+        return had[2]
+    pg = _deny_group(ns, d, lsps, prio, logs)
+    memo.deny[(ns, d)] = (frozenset(lsps), logs, pg)
+    return pg
 
 
 def _deny_group(ns: str, d: Direction, lsps: set[str], prio: Priorities, logs: LogSetting) -> PortGroup:
