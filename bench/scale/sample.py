@@ -3,8 +3,9 @@ the PIDs in the parts' daemon tables), and the size of the NB and SB databases i
 `memory/show`: one cell per column value of every row, what its memory and a full recompute grow with).
 
 Parts: `fiberlb` and `netpol` (both replicas of each controller: the follower keeps its caches warm,
-so both pay per object), `api` (the Kubernetes API double: its cost is not ours and is printed so that
-it is not mistaken for ours), `northd` (both), `nb`/`sb` (the three RAFT members each).
+so both pay per object), `flashdns` (one per node, each watching every Service), `api` (the Kubernetes
+API double: its cost is not ours and is printed so that it is not mistaken for ours), `northd` (both),
+`nb`/`sb` (the three RAFT members each).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ TICK = 1 / os.sysconf("SC_CLK_TCK")
 PARTS: dict[str, Callable[[str], bool]] = {
     "fiberlb": lambda name: name == "fiberlb-controller",
     "netpol": lambda name: name == "netpol-controller",
+    "flashdns": lambda name: name == "flashdns-controller",
     "api": lambda name: name == "kubeapi",
     "northd": lambda name: name.startswith("ovn-northd"),
     "nb": lambda name: name.startswith("ovsdb-server-nb"),

@@ -111,7 +111,9 @@ def step(ctx: ScaleContext, size: int) -> Row:
         "eps p50 ms": pct(eps, 50),
         "eps p99 ms": pct(eps, 99),
         **costs(ctx.cluster, "fiberlb", (u0, u1), (u2, u3), added, 2 * ctx.rounds, took),
+        "flashdns MB": u3.rss["flashdns"],  # the largest of the nodes' (each holds every Service)
     }
 
 
-CURVE = Curve("services", SIZES, step, {"fiberlb MB": 1.2, "fiberlb ms/obj": 0.2, "fiberlb ms/chg": 0.2})
+CURVE = Curve("services", SIZES, step, {"fiberlb MB": 1.2, "fiberlb ms/obj": 0.2, "fiberlb ms/chg": 0.2,
+                                        "flashdns MB": 1.2})  # fmt: skip
