@@ -82,15 +82,12 @@ INDEXED = ("Port_Group", "Address_Set")
 class _Idl(OvsdbIdl):
     """Keeps a parsed view of every logical switch port, updated as the rows change (a reconcile
     reads it instead of converting 500 IDL rows each time; `ports_version` counts its changes), our
-    port groups and address sets by uuid, and what changed since the last apply: rows by uuid (and
-    port groups and address sets by name too: a deleted row's uuid names nothing any more), ACLs by
-    their owner key (an apply compares a port group again when it or one of its owner's ACLs
-    changed, without reading every group's ACLs to find out)."""
+    port groups and address sets by uuid, and what changed since the last apply (`Touched`): port
+    groups and address sets by name, ACLs by their owner key (an apply compares a port group again
+    when it or one of its owner's ACLs changed, without reading every group's ACLs to find out)."""
 
     on_change: Callable[[], None] | None = None
-    touched: set[Any]
-    touched_keys: set[str]
-    touched_names: set[tuple[str, str]]
+    touched: Touched
     port_view: dict[Any, PortInfo]
     ports_version: int
     owned: dict[str, dict[Any, str]]
@@ -102,12 +99,11 @@ class _Idl(OvsdbIdl):
         if table != "Logical_Switch_Port":
             ours = row.external_ids.get(K_OWNER) == OWNER
             with self.ports_lock:
-                self.touched.add(row.uuid)
                 if table in self.owned:
-                    self.touched_names.add((table, row.name))
+                    self.touched.names.add((table, row.name))
                     _index(self.owned[table], row, ours and event != "delete")
                 elif table == "ACL":
-                    self.touched_keys |= _acl_keys(row, updates)
+                    self.touched.keys |= _acl_keys(row, updates)
             if not ours:
                 return
         else:
@@ -123,23 +119,18 @@ class _Idl(OvsdbIdl):
     def take_touched(self) -> Touched:
         """What changed of Port_Group, Address_Set and ACL rows since the last call."""
         with self.ports_lock:
-            taken = Touched(self.touched, self.touched_keys, self.touched_names)
-            self.touched, self.touched_keys, self.touched_names = set(), set(), set()
+            taken, self.touched = self.touched, Touched()
         return taken
 
     def give_back(self, taken: Touched) -> None:
         """An apply that wrote nothing: what it took is compared again next time."""
         with self.ports_lock:
-            self.touched |= taken.uuids
-            self.touched_keys |= taken.keys
-            self.touched_names |= taken.names
+            self.touched |= taken
 
     def __init__(self, remote: str, helper: Any) -> None:
         self.ports_lock = threading.Lock()
         self.port_view: dict[Any, PortInfo] = {}
-        self.touched: set[Any] = set()
-        self.touched_keys: set[str] = set()
-        self.touched_names: set[tuple[str, str]] = set()
+        self.touched = Touched()
         self.ports_version = 0
         self.owned = {t: {} for t in INDEXED}
         super().__init__(remote, helper)
@@ -147,15 +138,13 @@ class _Idl(OvsdbIdl):
 
 @dataclass
 class Touched:
-    """Rows changed since an apply: uuids (Port_Group, Address_Set, ACL), the owner keys of the
-    changed ACLs, and (table, name) of the changed port groups and address sets."""
+    """Rows changed since an apply: the owner keys of the changed ACLs, and (table, name) of the
+    changed port groups and address sets (a deleted row's name still says which it was)."""
 
-    uuids: set[Any] = field(default_factory=set)
     keys: set[str] = field(default_factory=set)
     names: set[tuple[str, str]] = field(default_factory=set)
 
     def __ior__(self, other: Touched) -> Touched:
-        self.uuids |= other.uuids
         self.keys |= other.keys
         self.names |= other.names
         return self
@@ -196,15 +185,6 @@ def _acl_key(row: Any) -> Acl:
     )
 
 
-@dataclass
-class _Last:
-    """What the last successful apply made of each of our rows, and the desired state it was given."""
-
-    sets: dict[str, AddressSet] = field(default_factory=dict)
-    groups: dict[str, PortGroup] = field(default_factory=dict)
-    desired: Desired | None = None
-
-
 class _Apply(Command):  # type: ignore[misc]
     """The diff, on the IDL thread. Reading a row's set columns converts every value (hundreds of
     addresses or ports), so a row is compared only when it changed since our last successful
@@ -213,7 +193,7 @@ class _Apply(Command):  # type: ignore[misc]
     own writes, or someone else's write to our rows), it visits only the rows changed since."""
 
     def __init__(
-        self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: _Last, log_rate: int,
+        self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: Desired, log_rate: int,
         release: Collection[str] = (),
     ) -> None:  # fmt: skip
         super().__init__(api)
@@ -227,7 +207,7 @@ class _Apply(Command):  # type: ignore[misc]
         self.created = self.changed = self.deleted = 0
         self.seen |= self.idl.take_touched()  # kept across retries of this command
         self._meter(txn)
-        if self.desired is self.last.desired:
+        if self.desired is self.last:
             self._repair(txn)
         else:
             self._compare_all(txn)
@@ -240,49 +220,46 @@ class _Apply(Command):  # type: ignore[misc]
         being looked up; the others are compared with their row. Then our rows no longer wanted go."""
         last, seen, desired = self.last, self.seen, self.desired
         for name, want in desired.address_sets.items():
-            had = last.sets.get(name)
+            had = last.address_sets.get(name)
             if (had is not want and had != want) or ("Address_Set", name) in seen.names:
-                self._address_set(txn, self._ours("Address_Set", name), want)
+                self._fix(txn, "Address_Set", name)
         for name, pg in desired.port_groups.items():
-            before = last.groups.get(name)
+            before = last.port_groups.get(name)
             if (
                 (before is not pg and before != pg)
                 or ("Port_Group", name) in seen.names
                 or pg.owner in seen.keys
             ):
-                self._port_group(txn, self._ours("Port_Group", name), pg)
+                self._fix(txn, "Port_Group", name)
         for table, wanted in (("Port_Group", desired.port_groups), ("Address_Set", desired.address_sets)):
             with self.idl.ports_lock:
                 owned = set(self.idl.owned[table].values())
             for name in sorted(owned - wanted.keys()):
-                if (row := self._ours(table, name)) is not None:
-                    self._drop(row)
-
-    def _ours(self, table: str, name: str) -> Any:
-        """Our row of that name (None when there is none, or it is someone else's)."""
-        row = by_name(self.api, table, name)
-        return row if row is not None and row.external_ids.get(K_OWNER) == OWNER else None
+                self._fix(txn, table, name)
 
     def _repair(self, txn: Any) -> None:
         """The rows changed since the last apply, compared with what it wrote: one changed, missing
         or added by someone else is made ours again, as the full comparison would."""
-        sets = {n for t, n in self.seen.names if t == "Address_Set"}
-        groups = {n for t, n in self.seen.names if t == "Port_Group"}
+        names = set(self.seen.names)
         keys = self.seen.keys  # ACLs changed: their groups by owner key (a scan: an index costs more)
-        groups.update(pg.name for pg in self.desired.port_groups.values() if keys and pg.owner in keys)
-        for table, names in (("Address_Set", sets), ("Port_Group", groups)):
-            for name in sorted(names):
-                row = self._ours(table, name)  # not ours: creating ours raises NameTaken
-                if table == "Address_Set" and (want := self.desired.address_sets.get(name)):
-                    self._address_set(txn, row, want)
-                elif table == "Port_Group" and (group := self.desired.port_groups.get(name)):
-                    self._port_group(txn, row, group)
-                elif row is not None:
-                    self._drop(row)
+        names.update(
+            ("Port_Group", pg.name) for pg in self.desired.port_groups.values() if keys and pg.owner in keys
+        )
+        for table, name in sorted(names):
+            self._fix(txn, table, name)
 
-    def _drop(self, stale: Any) -> None:
-        if stale.external_ids.get(K_KEY) not in self.keep:
-            stale.delete()
+    def _fix(self, txn: Any, table: str, name: str) -> None:
+        """Our row `name` of `table` made what `desired` wants of it, or dropped when it wants none
+        (unless its owner is kept). A row of that name that is not ours: creating ours raises NameTaken."""
+        row = by_name(self.api, table, name)
+        if row is not None and row.external_ids.get(K_OWNER) != OWNER:
+            row = None
+        if table == "Address_Set" and (want := self.desired.address_sets.get(name)):
+            self._address_set(txn, row, want)
+        elif table == "Port_Group" and (group := self.desired.port_groups.get(name)):
+            self._port_group(txn, row, group)
+        elif row is not None and row.external_ids.get(K_KEY) not in self.keep:
+            row.delete()
             self.deleted += 1
 
     def _release(self) -> None:
@@ -390,7 +367,7 @@ class PolicyNorthbound:
         self._idl: _Idl = self.db.idl
         self.api = self.db.api
         self._lock = threading.Lock()
-        self._last = _Last()
+        self._last = Desired()
         self._read(self._reset_view)  # on the IDL's thread: no notification interleaves
 
     def _reset_view(self, api: Any) -> None:
@@ -452,8 +429,7 @@ class PolicyNorthbound:
             except Exception:
                 self._idl.give_back(cmd.seen)  # nothing was written: compare these rows next time
                 raise
-            if desired is not self._last.desired:  # kept, not copied: a Desired is not changed once applied
-                self._last = _Last(desired.address_sets, desired.port_groups, desired)
+            self._last = desired  # kept, not copied: a Desired is not changed once applied
         if cmd.released:
             log.warning("released %d held port(s) with their policies (the NB was rebuilt)", cmd.released)
         return stats
@@ -468,7 +444,7 @@ class PolicyNorthbound:
         apply wrote is forgotten and the port view read again, so the next apply writes it all."""
 
         def reset() -> None:
-            self._last = _Last()
+            self._last = Desired()
             self._reset_view(self.api)
             callback()
 

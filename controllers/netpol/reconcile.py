@@ -140,7 +140,7 @@ class NetpolReconciler:
         """Versions of everything a translation reads (equal: the same desired state)."""
         admin = self.admin.generations() if self.admin is not None else ()
         stores = (self.policies, self.pods, self.namespaces)
-        return (*(id(s) for s in stores), *(s.generation for s in stores), self.nb.ports_version(), *admin)
+        return (*(s.generation for s in stores), self.nb.ports_version(), *admin)
 
     async def _reconcile(self) -> None:
         started = time.monotonic()

@@ -192,7 +192,7 @@ class _Assembly:
         """The pods of `ns` isolated per direction, again from its policies (not the skipped)."""
         for d in ("Ingress", "Egress"):
             self.isolated.pop((ns, d), None)
-        for key in sorted(self.by_ns.get(ns, ())):
+        for key in self.by_ns.get(ns, ()):
             if key in self.skipped:
                 continue
             p, group = self.had[key][0], self.groups[self.made[key][0]]
@@ -235,8 +235,9 @@ class TranslateMemo:
     ) -> _Assembly:
         """The assembly with `policies` as they are now."""
         asm, current = self.assembly, {p.key: p for p in policies}
-        namespaces = {asm.had[k][0].namespace for k in asm.had if k not in current}
-        for key in [k for k in asm.had if k not in current]:
+        gone = [k for k in asm.had if k not in current]
+        namespaces = {asm.had[k][0].namespace for k in gone}
+        for key in gone:
             asm.forget(key)
         for key, p in current.items():
             log, had = logs.get(p.namespace, OFF), asm.had.get(key)
@@ -271,27 +272,16 @@ def translate(
     (from its port group). A skipped policy's objects are left as they are (the caller does
     not touch that owner) and the pods it isolated stay in their namespace's default deny:
     an invalid update never opens traffic. `logging` is each namespace's verdict logging. `memo`
-    keeps the translation between calls (TranslateMemo).
+    keeps the translation between calls (TranslateMemo); without one, a fresh memo assembles it.
     """
     world, out, skipped = _World(members, namespaces), Desired(), dict(invalid)
+    memo = memo if memo is not None else TranslateMemo()
+    memo.use(members, namespaces, prio)
+    asm = memo.patch(world, policies, prio, logging)
+    out.port_groups, out.address_sets = dict(asm.groups), dict(asm.sets)
+    skipped |= asm.skipped
     isolated: dict[tuple[str, Direction], set[str]] = defaultdict(set)
-    if memo is not None:
-        memo.use(members, namespaces, prio)
-        asm = memo.patch(world, policies, prio, logging)
-        out.port_groups, out.address_sets = dict(asm.groups), dict(asm.sets)
-        skipped |= asm.skipped
-        isolated.update((k, set(v)) for k, v in asm.isolated.items())
-    else:
-        for p in sorted(policies, key=lambda p: p.key):
-            try:
-                pg, sets = _policy(world, p, prio, logging.get(p.namespace, OFF))
-            except UnknownNamedPort as e:
-                skipped[p.key] = str(e)
-                continue
-            out.port_groups[pg.name] = pg
-            out.address_sets.update((s.name, s) for s in sets)
-            for d in p.types:
-                isolated[(p.namespace, d)] |= pg.ports
+    isolated.update((k, set(v)) for k, v in asm.isolated.items())
     for f in (previous[k] for k in skipped if k in previous):
         for d in ("Ingress", "Egress"):
             if d in f.types:
@@ -303,11 +293,9 @@ def translate(
     return out, skipped
 
 
-def _deny(memo: TranslateMemo | None, ns: str, d: Direction, lsps: set[str], prio: Priorities,
+def _deny(memo: TranslateMemo, ns: str, d: Direction, lsps: set[str], prio: Priorities,
           logs: LogSetting) -> PortGroup:  # fmt: skip
     """The namespace's default-deny group: the memo's while its pods and logging are the same."""
-    if memo is None:
-        return _deny_group(ns, d, lsps, prio, logs)
     had = memo.deny.get((ns, d))
     if had is not None and had[1] == logs and had[0] == lsps:
         return had[2]

@@ -102,8 +102,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not args.kubeconfig or not args.node_root or not args.state_dir:
         print("run: --kubeconfig, --node-root and --state-dir are required", file=sys.stderr)
         return 2
-    if ovn_tree.missing():
-        print(f"run: {ovn_tree.missing()}", file=sys.stderr)
+    if why := ovn_tree.missing():
+        print(f"run: {why}", file=sys.stderr)
         return 1
     if args.netns:
         try:

@@ -222,8 +222,8 @@ def resume_main(s: BootSettings, env: Mapping[str, str]) -> int:
     if os.geteuid() != 0:
         print("resume: cannot start: needs root (network namespaces, OVS, mounts)", file=sys.stderr)
         return 1
-    if ovn_tree.missing():
-        print(f"resume: cannot start: {ovn_tree.missing()}", file=sys.stderr)
+    if why := ovn_tree.missing():
+        print(f"resume: cannot start: {why}", file=sys.stderr)
         return 1
     started = time.monotonic()
     try:

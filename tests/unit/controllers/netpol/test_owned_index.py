@@ -39,8 +39,7 @@ def ours(key: str) -> dict[str, str]:
 
 def idl() -> _Idl:
     i = _Idl.__new__(_Idl)  # the notification logic alone, without a connection
-    i.ports_lock, i.port_view, i.touched, i.touched_keys = threading.Lock(), {}, set(), set()
-    i.touched_names, i.ports_version = set(), 0
+    i.ports_lock, i.port_view, i.touched, i.ports_version = threading.Lock(), {}, Touched(), 0
     i.owned = {"Port_Group": {}, "Address_Set": {}}
     return i
 
@@ -52,9 +51,7 @@ def test_our_port_groups_are_indexed_as_they_come_and_go() -> None:
         table.rows[row.uuid] = row
         i.notify("create", row)
     assert i.owned["Port_Group"] == {mine.uuid: "pg_a"}
-    assert i.take_touched() == Touched(
-        {mine.uuid, foreign.uuid}, set(), {("Port_Group", "pg_a"), ("Port_Group", "pg_x")}
-    )
+    assert i.take_touched() == Touched(set(), {("Port_Group", "pg_a"), ("Port_Group", "pg_x")})
     mine.external_ids = {}  # someone took our owner key off: no longer ours
     i.notify("update", mine, OldColumns(ours("ns/a")))
     assert i.owned["Port_Group"] == {}
@@ -69,7 +66,7 @@ def test_a_changed_acl_names_its_owner_key_old_and_new() -> None:
     i, table = idl(), FakeTable("ACL")
     acl = FakeRow(table, "", ours("ns/a"))
     i.notify("update", acl, object())  # its match changed: external_ids not among the old columns
-    assert i.take_touched() == Touched({acl.uuid}, {"ns/a"})
+    assert i.take_touched() == Touched({"ns/a"})
     acl.external_ids = ours("ns/b")
     i.notify("update", acl, OldColumns(ours("ns/a")))
     assert i.take_touched().keys == {"ns/a", "ns/b"}
