@@ -91,6 +91,10 @@ class _Idl(OvsdbIdl):
     port_view: dict[Any, PortInfo]
     ports_version: int
     owned: dict[str, dict[Any, str]]
+    applied: Desired
+    """What the last successful apply wrote (read on this thread: the NB replaced resets it first)."""
+    epoch: int
+    """Times `applied` was reset (the NB replaced): an apply begun before keeps it reset."""
 
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
         table = row._table.name
@@ -133,7 +137,20 @@ class _Idl(OvsdbIdl):
         self.touched = Touched()
         self.ports_version = 0
         self.owned = {t: {} for t in INDEXED}
+        self.applied, self.epoch = Desired(), 0
         super().__init__(remote, helper)
+
+    def forget_applied(self) -> None:
+        """The NB replaced: nothing we wrote is there; the next apply compares every row."""
+        with self.ports_lock:
+            self.applied, self.epoch = Desired(), self.epoch + 1
+
+    def applied_by(self, desired: Desired, epoch: int) -> None:
+        """`desired` was written by an apply that read `applied` at `epoch`; unless the NB was
+        replaced since, it is what the next apply compares with."""
+        with self.ports_lock:
+            if self.epoch == epoch:
+                self.applied = desired
 
 
 @dataclass
@@ -193,12 +210,13 @@ class _Apply(Command):  # type: ignore[misc]
     own writes, or someone else's write to our rows), it visits only the rows changed since."""
 
     def __init__(
-        self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], last: Desired, log_rate: int,
+        self, api: Any, idl: _Idl, desired: Desired, keep: Collection[str], log_rate: int,
         release: Collection[str] = (),
     ) -> None:  # fmt: skip
         super().__init__(api)
-        self.idl, self.desired, self.keep, self.last = idl, desired, keep, last
+        self.idl, self.desired, self.keep = idl, desired, keep
         self.log_rate, self.release = log_rate, release
+        self.last, self.epoch = Desired(), 0
         self.created = self.changed = self.deleted = 0
         self.released = 0
         self.seen = Touched()
@@ -206,6 +224,8 @@ class _Apply(Command):  # type: ignore[misc]
     def run_idl(self, txn: Any) -> None:
         self.created = self.changed = self.deleted = 0
         self.seen |= self.idl.take_touched()  # kept across retries of this command
+        with self.idl.ports_lock:  # read here, on the IDL thread: after any reset for a replaced NB
+            self.last, self.epoch = self.idl.applied, self.idl.epoch
         self._meter(txn)
         if self.desired is self.last:
             self._repair(txn)
@@ -367,7 +387,6 @@ class PolicyNorthbound:
         self._idl: _Idl = self.db.idl
         self.api = self.db.api
         self._lock = threading.Lock()
-        self._last = Desired()
         self._read(self._reset_view)  # on the IDL's thread: no notification interleaves
 
     def _reset_view(self, api: Any) -> None:
@@ -423,13 +442,13 @@ class PolicyNorthbound:
         """Make our rows equal `desired` in one transaction; rows owned by a key in `keep` stay;
         held ports named in `release` (the pods `desired` was computed with) are enabled."""
         with self._lock:
-            cmd = _Apply(self.api, self._idl, desired, set(keep), self._last, self.log_rate, release)
+            cmd = _Apply(self.api, self._idl, desired, set(keep), self.log_rate, release)
             try:
                 stats: ApplyStats = cmd.execute(check_error=True)
             except Exception:
                 self._idl.give_back(cmd.seen)  # nothing was written: compare these rows next time
                 raise
-            self._last = desired  # kept, not copied: a Desired is not changed once applied
+            self._idl.applied_by(desired, cmd.epoch)  # kept, not copied: a Desired is not changed later
         if cmd.released:
             log.warning("released %d held port(s) with their policies (the NB was rebuilt)", cmd.released)
         return stats
@@ -444,7 +463,7 @@ class PolicyNorthbound:
         apply wrote is forgotten and the port view read again, so the next apply writes it all."""
 
         def reset() -> None:
-            self._last = Desired()
+            self._idl.forget_applied()
             self._reset_view(self.api)
             callback()
 

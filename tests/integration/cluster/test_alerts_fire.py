@@ -246,6 +246,7 @@ def test_jwks_unreachable_fires_jwks_refresh_failing(
             "IamWebhookJwksRefreshFailing", "the webhook's JWKS unreachable",
             {"instance": f"127.0.0.1:{health}"},
             inject=issuer.stop, repair=issuer.start, resolve_within=60 + 3 * INTERVAL,  # increase(...[1m])
+            shows_within=2.0,  # the first failed fetch: at the next refresh (--jwks-refresh 2)
         )  # fmt: skip
     finally:
         write_file_sd(extra, [])
