@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from nodeenv.daemons import is_alive
 from nodeenv.node import read_env_file
 from nodeenv.ovn_central import DATABASES, central_dir
 from nodeenv.ovn_pki import OvnPki
-from nodeenv.ovsdb_probe import client_context, list_dbs
+from nodeenv.ovsdb_probe import Answer, client_context, list_dbs
 from tests.integration.cluster.conftest import Pods
 
 
@@ -48,13 +49,18 @@ def netns(request: pytest.FixtureRequest, cluster: Cluster, pods: Pods) -> str:
 
 
 def test_plaintext_clients_are_refused(cluster: Cluster, netns: str) -> None:
-    for host, port in members(cluster):
+    def attempt(member: tuple[str, int]) -> tuple[subprocess.CompletedProcess[str], Answer]:
+        host, port = member
         argv = ["ip", "netns", "exec", netns, "ovn-nbctl", f"--db=tcp:{host}:{port}", "--timeout=5",
                 "--no-leader-only", "ls-add", "plaintext-was-here"]  # fmt: skip
         out = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-        assert out.returncode != 0, (host, port, out.stdout)
-        answer = list_dbs(host, port, None, netns)
-        assert answer.refused, (host, port, answer)
+        return out, list_dbs(host, port, None, netns)
+
+    targets = members(cluster)
+    with ThreadPoolExecutor(len(targets)) as pool:  # a dropped SYN waits out its timeout: all at once
+        for (host, port), (out, answer) in zip(targets, pool.map(attempt, targets), strict=True):
+            assert out.returncode != 0, (host, port, out.stdout)
+            assert answer.refused, (host, port, answer)
     nb = read_env_file(cluster.env_file)["OVN_NB_DB"]  # this namespace's unix sockets
     listed = subprocess.run(["ovn-nbctl", f"--db={nb}", "--bare", "--columns=name", "list", "Logical_Switch"],
                             capture_output=True, text=True, check=True).stdout  # fmt: skip
@@ -67,14 +73,16 @@ def test_clients_without_a_certificate_of_the_clusters_ca_are_refused(
     ca = pki(cluster).ca_cert
     foreign = stranger.issue(f"prismnet-agent-{cluster.nodes[0].name}")  # a plausible name, wrong CA
     from_node = netns == cluster.nodes[-1].netns
-    for host, port in members(cluster):
-        for ctx in (client_context(ca, None), client_context(ca, foreign)):
-            answer = list_dbs(host, port, ctx, netns)
-            # from a pod the platform guard drops the SYN first (test_tenant_isolation.py), so the
-            # handshake's own refusal is seen from the node; either way nothing answers
-            assert answer.refused, (host, port, answer)
-            if from_node:
-                assert answer.error.startswith("SSL"), (host, port, answer)
+    tries = [(host, port, ctx) for host, port in members(cluster)
+             for ctx in (client_context(ca, None), client_context(ca, foreign))]  # fmt: skip
+    with ThreadPoolExecutor(len(tries)) as pool:  # a dropped SYN waits out its timeout: all at once
+        answers = list(pool.map(lambda t: list_dbs(*t, netns), tries))
+    for (host, port, _), answer in zip(tries, answers, strict=True):
+        # from a pod the platform guard drops the SYN first (test_tenant_isolation.py), so the
+        # handshake's own refusal is seen from the node; either way nothing answers
+        assert answer.refused, (host, port, answer)
+        if from_node:
+            assert answer.error.startswith("SSL"), (host, port, answer)
 
 
 def test_a_certificate_of_the_clusters_ca_is_answered_from_a_node(cluster: Cluster) -> None:
