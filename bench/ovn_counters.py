@@ -50,6 +50,15 @@ class EngineStats:
     def runs(self) -> int:
         return self.nodes.get(RUN_NODE.get(self.daemon, ""), {}).get("recompute", 0)
 
+    def work(self) -> int:
+        """Recomputes and computes of the expensive nodes: what moves only when an input changed
+        (25.03's northd runs its engine on every wake-up, an `ovn-appctl` to it included)."""
+        return sum(
+            c.get("recompute", 0) + c.get("compute", 0)
+            for n, c in self.nodes.items()
+            if n in KEY_NODES.get(self.daemon, ())
+        )
+
     def recomputes(self) -> dict[str, int]:
         """Full recomputes of the expensive nodes."""
         return {n: self.nodes.get(n, {}).get("recompute", 0) for n in KEY_NODES.get(self.daemon, ())}

@@ -30,13 +30,15 @@ HOST_LINK_CHANGES_PER_ADD = 4
 
 
 def _settle(rundir: Path, deadline: float = 5.0) -> None:
-    """Until northd has not run for 0.3 s (the previous pod's binding and `up` are processed).
+    """Until northd's `northd` and `lflow` nodes have not worked for 0.3 s (the previous pod's binding
+    and `up` are processed). Not its engine runs: 25.03's northd runs its engine on every wake-up,
+    this poll's own `ovn-appctl` included, so those never stop (each settle took its whole 5 s).
 
     ovn-controller's engine also runs on wake-ups with nothing to do, so only northd is waited for."""
-    last, quiet_since, end = engine_stats(rundir)["ovn-northd"].runs(), time.monotonic(), time.monotonic()
+    last, quiet_since, end = engine_stats(rundir)["ovn-northd"].work(), time.monotonic(), time.monotonic()
     while time.monotonic() - quiet_since < 0.3 and time.monotonic() - end < deadline:
         time.sleep(0.1)
-        now = engine_stats(rundir)["ovn-northd"].runs()
+        now = engine_stats(rundir)["ovn-northd"].work()
         if now != last:
             last, quiet_since = now, time.monotonic()
 
