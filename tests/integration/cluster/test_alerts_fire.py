@@ -4,11 +4,12 @@ scrape intervals, and the alert resolves after the repair; seconds to fire and t
 (and kept in <run>/alert-times.txt) for the table of the closing note.
 
 This module's own 3-node cluster, OVN central as RAFT clusters, Prometheus scraping and evaluating every
-2 s (K8SHOST_SCRAPE_INTERVAL; the rules' `for:` and windows are the shipped ones). Faults, in order:
-ovn-controller killed on node2 (restarted), the NB RAFT leader killed (restarted), the FiberLB pool
-exhausted by 254 LoadBalancer Services (some deleted), the JWKS of an IAM webhook unreachable (its issuer
-stopped, then started again), node3 lost (every daemon killed; repaired by removing it, as deleting its
-Node object takes its pods' targets away).
+2 s (K8SHOST_SCRAPE_INTERVAL; the rules' `for:` and windows are the shipped ones). Faults, together
+from the module's start (`Background`): ovn-controller killed on node2 (restarted), the NB RAFT leader
+killed (restarted), the FiberLB pool exhausted by 254 LoadBalancer Services (some deleted), the JWKS of
+an IAM webhook unreachable (its issuer stopped, then started again). Then, once the OVN and pool faults
+are over and the RAFT clusters whole: node3 lost (every daemon killed; repaired by removing it, as
+deleting its Node object takes its pods' targets away), beside the JWKS's last minute.
 """
 
 from __future__ import annotations
@@ -126,7 +127,63 @@ def alerting(cluster: Cluster, prom: PrometheusApi) -> Alerting:
     return Alerting(prom, cluster.settings.run_dir / "alert-times.txt")
 
 
-def test_ovn_controller_killed_fires_ovn_controller_down(cluster: Cluster, alerting: Alerting) -> None:
+class Background:
+    """Faults that do not disturb one another, each in a thread of its own from the module's first
+    test on, so their for: windows pass together: node2's ovn-controller, the LB pool and an issuer's
+    JWKS beside the NB leader's death. Each one's test joins it and raises what it raised."""
+
+    def __init__(self) -> None:
+        self.threads: dict[str, threading.Thread] = {}
+        self.failed: dict[str, BaseException] = {}
+
+    def start(self, name: str, fn: Callable[[], object]) -> None:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # its own test raises it
+                self.failed[name] = e
+
+        self.threads[name] = t = threading.Thread(target=run, name=f"alert-{name}", daemon=True)
+        t.start()
+
+    def result(self, name: str, timeout: float = 600) -> None:
+        t = self.threads[name]
+        t.join(timeout)
+        assert not t.is_alive(), f"{name}: not done within {timeout:.0f} s"
+        if name in self.failed:
+            raise self.failed[name]
+
+    def join(self, *names: str, timeout: float = 600) -> None:
+        """Until the faults `names` (all: none named) are over, however they ended."""
+        for name, t in self.threads.items():
+            if name in names or not names:
+                t.join(timeout)
+
+
+@pytest.fixture(scope="module")
+def background(
+    cluster: Cluster, alerting: Alerting, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Background]:
+    bg = Background()
+    bg.start("ovn-controller", lambda: ovn_controller_killed(cluster, alerting))
+
+    def pool_once_the_leader_is_seen_down() -> None:
+        """254 Services made at once load the cluster for seconds: not while the NB leader's death
+        is still to be seen (its alert pending first), as its fire time counts from the kill."""
+        api = alerting.api
+        api.wait(lambda: any(a.name == "OvnCentralComponentDown" for a in api.alerts()),
+                 "OvnCentralComponentDown pending", timeout=60)  # fmt: skip
+        pool_exhausted(cluster, alerting)
+
+    bg.start("pool", pool_once_the_leader_is_seen_down)
+    bg.start("jwks", lambda: jwks_unreachable(cluster, alerting, tmp_path_factory.mktemp("jwks")))
+    try:
+        yield bg
+    finally:
+        bg.join()
+
+
+def ovn_controller_killed(cluster: Cluster, alerting: Alerting) -> None:
     n = cluster.nodes[1]
     alerting.fire_and_resolve(
         "OvnControllerDown", f"ovn-controller killed on {n.name}", {"node": n.name},
@@ -135,7 +192,9 @@ def test_ovn_controller_killed_fires_ovn_controller_down(cluster: Cluster, alert
     )  # fmt: skip
 
 
-def test_nb_leader_killed_fires_ovn_central_component_down(cluster: Cluster, alerting: Alerting) -> None:
+def test_nb_leader_killed_fires_ovn_central_component_down(
+    cluster: Cluster, alerting: Alerting, background: Background
+) -> None:
     killed: list[Member] = []
 
     def inject() -> None:
@@ -149,7 +208,15 @@ def test_nb_leader_killed_fires_ovn_central_component_down(cluster: Cluster, ale
     faults.wait_whole(cluster, timeout=30)
 
 
-def test_pool_exhausted_fires_fiberlb_pool_exhausted(cluster: Cluster, alerting: Alerting) -> None:
+def test_ovn_controller_killed_fires_ovn_controller_down(background: Background) -> None:
+    background.result("ovn-controller")
+
+
+def test_pool_exhausted_fires_fiberlb_pool_exhausted(background: Background) -> None:
+    background.result("pool")
+
+
+def pool_exhausted(cluster: Cluster, alerting: Alerting) -> None:
     api = Api(cluster)
     api.create(namespace("alert-lb"))
     ports = [{"name": "http", "port": 80, "protocol": "TCP"}]
@@ -213,9 +280,7 @@ class JwksIssuer:
         asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(10)
 
 
-def test_jwks_unreachable_fires_jwks_refresh_failing(
-    cluster: Cluster, alerting: Alerting, tmp_path: Path
-) -> None:
+def jwks_unreachable(cluster: Cluster, alerting: Alerting, tmp_path: Path) -> None:
     """An iam-webhook (the daemon, as `iam-webhook serve` runs) whose keys come from an issuer's JWKS
     (refreshed every 2 s here), scraped by the cluster's Prometheus as an extra target."""
     pki = gen_dev_pki(PkiSettings(out=tmp_path / "pki", server_names=("localhost", "127.0.0.1")))
@@ -254,7 +319,11 @@ def test_jwks_unreachable_fires_jwks_refresh_failing(
         issuer.stop()
 
 
-def test_node_lost_fires_node_unreachable(cluster: Cluster, alerting: Alerting) -> None:
+def test_node_lost_fires_node_unreachable(
+    cluster: Cluster, alerting: Alerting, background: Background
+) -> None:
+    background.join("ovn-controller", "pool")  # node3's RAFT members go with it: no OVN fault beside
+    faults.wait_whole(cluster, timeout=30)
     n = cluster.nodes[2]
     alerting.fire_and_resolve(
         "K8shostNodeUnreachable", f"{n.name} lost (every daemon killed)", {"node": n.name},
@@ -263,3 +332,7 @@ def test_node_lost_fires_node_unreachable(cluster: Cluster, alerting: Alerting) 
         # scraping at most every 5 s (its update throttle); the series go stale, then an evaluation
         resolve_within=5 + 5 + 2 * INTERVAL,
     )  # fmt: skip
+
+
+def test_jwks_unreachable_fires_jwks_refresh_failing(background: Background) -> None:
+    background.result("jwks")  # last: its resolve window (increase()[1m]) the longest
