@@ -27,6 +27,10 @@ from ovnaccess.connection import connect as connect_db
 from ovnaccess.watch import Expectation
 
 ROUTER = "k8s-cluster-router"
+LB_GROUP = "fiberlb"
+"""fiberlb-controller's Load_Balancer_Group (every Service's VIPs): a namespace switch the agent
+creates has it from its first row, so a pod's first packet to a ClusterIP is DNATed on its own
+switch (through the cluster router alone, a reply processed on another chassis is not un-DNATed)."""
 OWNER = "prismnet.owner"
 K_CID, K_IFNAME, K_NS, K_POD, K_NODE, K_NET, K_NETNS, K_LSP = (
     "prismnet.container-id",
@@ -51,18 +55,22 @@ OVS_COLUMNS: Tables = {
 """Only what we read or write: ovs-vswitchd rewrites every Interface's statistics, status,
 link and ofport columns, and each such update would be parsed (in pure Python) by our IDL
 (bfd_status changes only when a tunnel's BFD session changes state)."""
-NB_TABLES: Tables = dict.fromkeys(
-    (
-        "NB_Global",
-        "Logical_Switch",
-        "Logical_Switch_Port",
-        "Logical_Router",
-        "Logical_Router_Port",
-        "Logical_Router_Static_Route",
-        "Logical_Router_Policy",
-        "Address_Set",
-    )
-)
+NB_TABLES: Tables = {
+    **dict.fromkeys(
+        (
+            "NB_Global",
+            "Logical_Switch",
+            "Logical_Switch_Port",
+            "Logical_Router",
+            "Logical_Router_Port",
+            "Logical_Router_Static_Route",
+            "Logical_Router_Policy",
+            "Address_Set",
+        )
+    ),
+    "Load_Balancer_Group": ["name"],
+}
+"""Load_Balancer_Group by name only (LB_GROUP): its `load_balancer` set holds every Service's row."""
 
 
 def connect(remote: str, schema: str, timeout: float = 10.0) -> Ovsdb:

@@ -33,6 +33,7 @@ from cni.ovn import (
     K_NODE,
     K_NS,
     K_SUBNET,
+    LB_GROUP,
     OWNER,
     ROUTER,
     Lsp,
@@ -131,6 +132,9 @@ class _EnsureSwitch(Command):  # type: ignore[misc]
         ls.external_ids = {OWNER: self.owner, K_SUBNET: str(subnet), "prismnet.gateway": gateway}
         if carve or self.as_carved:
             ls.other_config = {"subnet": str(subnet), "exclude_ips": gateway}
+        group = by_name(self.api, "Load_Balancer_Group", LB_GROUP)
+        if group is not None:  # none before the first Service: fiberlb attaches it to every switch then
+            ls.load_balancer_group = [group]
         if gateway:
             self._router_port(txn, ls, f"{gateway}/{subnet.prefixlen}", gateway)
         gen = int(dict(glob.external_ids).get(K_GEN, "0")) + 1

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from cni.ovn import LB_GROUP, ROUTER
 from controllers.fiberlb.backend import Applied, BackendError
 from controllers.fiberlb.desired import DesiredLB, Listener
 from controllers.fiberlb.owned_rows import OwnedRows, holds, references, size
@@ -30,8 +31,7 @@ from ovnaccess.connection import Ovsdb, OvsdbUnavailable, connect
 
 log = logging.getLogger(__name__)
 
-GROUP = "fiberlb"
-ROUTER = "k8s-cluster-router"
+GROUP = LB_GROUP  # prismnet-agent attaches it to a namespace switch as it creates one
 SWITCH_PREFIX = "k8s-"
 K_OWNER, K_SERVICE, K_UID, K_PROTO = "fiberlb.owner", "fiberlb.service", "fiberlb.uid", "fiberlb.protocol"
 K_EXTERNAL = "fiberlb.external-ips"

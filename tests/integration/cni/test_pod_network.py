@@ -154,3 +154,20 @@ def test_tcp_streams_between_pods_and_from_the_node(agent: Agent, pods: Pods) ->
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_new_namespace_switch_has_the_services_group_from_its_first_row(agent: Agent, pods: Pods) -> None:
+    """The switch the first pod of a namespace makes carries fiberlb's Load_Balancer_Group already: its
+    pods' first packets to a ClusterIP are DNATed on their own switch (through the router alone, a
+    reply processed on another chassis comes back un-DNATed and is dropped)."""
+    had = agent.nbctl("--bare", "--columns=_uuid", "find", "Load_Balancer_Group", "name=fiberlb").strip()
+    group = had or agent.nbctl("create", "Load_Balancer_Group", "name=fiberlb").strip()
+    ns = f"lbg{os.getpid()}"
+    try:
+        pods.add(ns, "first")
+        attached = agent.nbctl("get", "Logical_Switch", f"k8s-{ns}", "load_balancer_group").strip()
+        assert attached == f"[{group}]", attached
+    finally:
+        agent.nbctl("--if-exists", "clear", "Logical_Switch", f"k8s-{ns}", "load_balancer_group")
+        if not had:
+            agent.nbctl("destroy", "Load_Balancer_Group", group)

@@ -12,7 +12,9 @@ machine is idle), removed with `down` after the last of them.
   encapsulating from its node's address);
 - each controller Deployment has one leader (its Lease held by one of its pods);
 - a pod on node1 and a pod on node2 (placed by the scheduler through nodeSelector) reach each other
-  through the booted PrismNET: ICMP, and HTTP from inside the containers.
+  through the booted PrismNET: ICMP, and HTTP from inside the containers;
+- a new namespace's first pod, on a node with no cluster DNS replica, has its first DNS query
+  answered by the cluster DNS Service.
 
 Nothing of it lives in the machine's own namespace (the nodes' OVS are in their namespaces); its
 prefix is the shared boot's (k8shkt)."""
@@ -180,6 +182,63 @@ def test_a_pod_on_node1_reaches_a_pod_on_node2_through_prismnet(booted: Booted) 
         out = _store()("exec", container(src, "web"), "python3", "-c", get, f"http://{dst}:8080/")
         assert out == "200", (src, dst, out)
     booted.kubectl("delete", "-n", "default", "pod", "web-node1", "web-node2", "--wait=false")
+
+
+FIRST_QUERIES = """
+import json, socket, struct, time
+NAME = "cluster-dns.kube-system.svc.cluster.local"
+labels = b"".join(bytes([len(p)]) + p.encode() for p in NAME.split("."))
+query = struct.pack(">6H", 7, 0x0100, 1, 0, 0, 0) + labels + b"\\0\\0\\1\\0\\1"
+got = []
+for _ in range(6):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(1)
+        s.sendto(query, ("10.96.0.10", 53))
+        try:
+            reply, (source, _port) = s.recvfrom(512)
+            got.append(f"{source} rcode {reply[3] & 15}")
+        except OSError:
+            got.append("timeout")
+print(json.dumps(got), flush=True)
+time.sleep(100000)
+"""
+"""Six A queries for the cluster DNS's own name, one socket (one source port) each, from the first
+moment the pod runs: what each got, as a resolver checks it (source address and RCODE)."""
+
+
+def test_a_new_namespaces_first_pod_gets_dns_answers_from_its_first_query(booted: Booted) -> None:
+    """A tenant namespace's first pod (a default-deny ingress policy in it, as projects have), on a
+    node with no cluster DNS replica: its switch is made as the pod starts, and its very first query
+    to the cluster DNS Service is answered by 10.96.0.10 (the switch has fiberlb's load balancers from
+    its first row: through the cluster router alone, the reply, routed on the DNS pod's node, came back
+    from the pod's own address and the default deny dropped it)."""
+    dns_nodes = {p["spec"]["nodeName"] for p in booted.get("-n", "kube-system", "pods", "-l",
+                 "app.kubernetes.io/name=flashdns-controller")["items"]}  # fmt: skip
+    node = next(n for n in NODES if n not in dns_nodes)
+    ns = "first-dns"
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "first", "namespace": ns},
+           "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "restartPolicy": "Never",
+                    "containers": [{"name": "first", "image": image_name(),
+                                    "command": ["python3", "-c", FIRST_QUERIES]}]}}  # fmt: skip
+    deny = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "default-deny", "namespace": ns},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}  # fmt: skip
+    booted.kubectl("create", "namespace", ns)
+    booted.kubectl("apply", "-f", "-", stdin=json.dumps(deny))
+    booted.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+
+    def printed() -> list[str]:
+        proc = booted.run("-n", ns, "logs", "first")
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")] if proc.returncode == 0 else []
+        return list(json.loads(lines[0])) if lines else []
+
+    got = wait_for(printed, 90, f"the first pod's queries on {node} (kubectl logs)")
+    # before the fix the first query (and every other sent before fiberlb attached its group, ~1 s)
+    # timed out; a single later loss is left to the resolver's retry (seen once in ~40 pods just after
+    # a boot, with no verdict logged: not this)
+    answered = [g for g in got if g != "timeout"]
+    assert got[0] == "10.96.0.10 rcode 0" and set(answered) == {got[0]} and len(answered) >= 5, got
+    booted.kubectl("delete", "namespace", ns, "--wait=false")
 
 
 def test_an_admins_everyday_kubectl(booted: Booted) -> None:
