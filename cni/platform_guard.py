@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cni.links import Links
@@ -55,6 +55,21 @@ def _is_ipv4(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+GUARD_TABLES = ("Logical_Router_Policy", "Address_Set")
+
+
+def guard_row_hook(node: str, wake: Callable[[], object]) -> Callable[[str, Any], None]:
+    """An NB row hook (on the IDL thread) calling `wake` when `node`'s guard policy or address set
+    is created, changed or deleted: someone else's change is undone at once, not at the refresh
+    (our own writes wake it too; the ensure after them finds nothing to commit)."""
+
+    def hook(event: str, row: Any) -> None:
+        if row.external_ids.get(K_GUARD) == node:
+            wake()
+
+    return hook
 
 
 def host_set_name(node: str) -> str:
@@ -148,8 +163,8 @@ def ensure_platform_guard(
     s: AgentSettings, guard: PlatformGuard, links: Links, node: str, management_address: str
 ) -> list[str]:
     """The node's guard as the settings say (deleted when `platform_ports` is empty), at the agent's
-    start before it serves and again every GUARD_REFRESH seconds (an address added to the node
-    later); returns the guarded addresses."""
+    start before it serves, again as soon as the node gains or loses an address (cni/address_watch.py)
+    and every GUARD_REFRESH seconds; returns the guarded addresses."""
     ports = parse_ports(s.platform_ports)
     if not ports:
         guard.delete(node)

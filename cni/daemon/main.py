@@ -29,6 +29,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from cni.address_watch import address_changes, first_of
 from cni.daemon.lost_rows import LostRows
 from cni.daemon.metrics import AgentSources, Metrics
 from cni.daemon.server import CniServer, serve_unix
@@ -40,7 +41,7 @@ from cni.management import ensure_management_port, management_names
 from cni.ovn import K_LSP, OvsPorts, connect
 from cni.ovn_controller_probe import OvnControllerProbe
 from cni.ovn_nb import Northbound, SubnetOverlap
-from cni.platform_guard import GUARD_REFRESH, ensure_platform_guard
+from cni.platform_guard import GUARD_REFRESH, GUARD_TABLES, ensure_platform_guard, guard_row_hook
 from cni.port_namespaces import PortNamespaces
 from cni.republish import Republished, republish
 from cni.settings import AgentSettings
@@ -176,7 +177,11 @@ async def run(s: AgentSettings) -> int:
         server = CniServer(service, metrics)
         runner = await serve_unix(server.app(), s.socket)
         serving.set()
-        keep = [asyncio.create_task(_keep_guard(stop, step)) for step in refresh]
+        guard_changed = asyncio.Event()  # the node's addresses or its guard's rows changed
+        wake = functools.partial(loop.call_soon_threadsafe, guard_changed.set)
+        for table in GUARD_TABLES:
+            dbs[1].on_row_change(table, guard_row_hook(service.node, wake))
+        keep = [asyncio.create_task(_keep_guard(stop, step, guard_changed)) for step in refresh]
         replaced = asyncio.Event()
         dbs[1].on_replaced(lambda: loop.call_soon_threadsafe(replaced.set))  # dbs: [OVS, NB]
         lost = LostRows(service.node, loop)
@@ -263,17 +268,24 @@ class _Figures:
         return self._a.ovs.tunnels()
 
 
-async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object]) -> None:
-    """The platform guard again every GUARD_REFRESH s: an address the node gains later (the node-local
-    DNS's) is guarded within that; a failure is logged and tried at the next round."""
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), GUARD_REFRESH)
-        if not stop.is_set():
+async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object], changed: asyncio.Event) -> None:
+    """The platform guard again as soon as `changed` is set (its rows in the NB changed by someone)
+    or the node's namespace gains or loses an IPv4 address (the node-local DNS's, an operator's),
+    and every GUARD_REFRESH s besides; a failure is logged and tried at the next round."""
+    watch = asyncio.create_task(address_changes(changed))
+    try:
+        while not stop.is_set():
+            await first_of([stop, changed], GUARD_REFRESH)
+            if stop.is_set():
+                break
+            changed.clear()  # a change during the run below: once more after it
             try:
                 await asyncio.to_thread(guard)
             except Exception as e:  # the NB away for a while: the guard in OVN stays as it was
                 log.warning("platform guard refresh failed: %s", e)
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
 
 
 async def _rebuild_when_replaced(

@@ -12,9 +12,12 @@ The guard taken off (its router policy deleted), the same probe opens the NB: th
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,7 @@ from cni.ovn import ROUTER
 from cni.platform_guard import K_GUARD
 from controllers.machinery import NETWORK_POLICIES
 from controllers.projects.template import ProjectTemplate, desired_objects
+from nodeenv.cluster import faults
 from nodeenv.cluster.cluster import Cluster
 from nodeenv.node import read_env_file
 from tests.integration.cluster.conftest import Pod, Pods
@@ -116,16 +120,19 @@ def _ovsdb_remotes(cluster: Cluster) -> list[str]:
 def test_ovn_databases_do_not_even_open(cluster: Cluster, tenants: list[Pod]) -> None:
     remotes = _ovsdb_remotes(cluster)
     assert remotes, "no ovsdb-server listens in OVN central's namespace"
+    tries = []
     for pod in tenants:
         got = probe(pod, "connect", "1.5", *remotes)
         assert set(got.values()) == {"timeout"}, (pod.name, got)  # dropped: not even a RST
         for remote in remotes:
             db = "tcp:" + remote.split(":", 1)[1]
-            for argv in (["ovn-nbctl", f"--db={db}", "--timeout=3", "ls-list"],
-                         ["ovn-nbctl", f"--db={db}", "--timeout=3", "ls-add", f"x-{pod.name}"],
-                         ["ovn-sbctl", f"--db={db}", "--timeout=3", "show"]):  # fmt: skip
-                out = pod.run(*argv)
-                assert out.returncode != 0, (pod.name, argv, out.stdout)
+            tries += [(pod, ["ovn-nbctl", f"--db={db}", "--timeout=3", "ls-list"]),
+                      (pod, ["ovn-nbctl", f"--db={db}", "--timeout=3", "ls-add", f"x-{pod.name}"]),
+                      (pod, ["ovn-sbctl", f"--db={db}", "--timeout=3", "show"])]  # fmt: skip
+    with ThreadPoolExecutor(len(tries)) as pool:  # each waits out its --timeout: all at once
+        outs = list(pool.map(lambda t: t[0].run(*t[1]), tries))
+    for (pod, argv), out in zip(tries, outs, strict=True):
+        assert out.returncode != 0, (pod.name, argv, out.stdout)
     assert not [ls for ls in nbctl(cluster, "--bare", "--columns=name", "list", "Logical_Switch").split()
                 if ls.startswith("x-t-")]  # fmt: skip
 
@@ -156,22 +163,27 @@ def drop_guards(cluster: Cluster) -> None:
 
 
 def test_probe_sees_a_plaintext_listener(cluster: Cluster, tenants: list[Pod]) -> None:
-    """The same probe, against the guard left off (every node's policy deleted: each guards OVN
-    central's address): the NB opens, and a listener of the node's on a port the guard does not name
-    answers. Then the agents put their guards back by themselves (their refresh)."""
+    """The same probe, against the guard left off: the agents paused (SIGSTOP), every node's guard
+    policy deleted (each guards OVN central's address): the NB opens, and a listener of the node's on a
+    port the guard does not name answers. Resumed, the agents hear their guards' rows gone and put them
+    back at once (not at their 15 s refresh: a bound of 5 s)."""
     pod, remote = tenants[0], _ovsdb_remotes(cluster)[0]
     with servers(pod.node.netns, (18080,), ()):
         node_ip = addresses(pod.node.netns)[0]
         assert probe(pod, "connect", "1.5", f"tcp:{node_ip}:18080")[f"tcp:{node_ip}:18080"] == "open"
     assert len(guards(cluster)) == len(cluster.nodes)
-    for _ in range(3):  # an agent's refresh may put its guard back in the middle: then again
+    agents = [faults.record(n.node, "prismnet-agent").pid for n in cluster.nodes]
+    try:
+        for pid in agents:
+            os.kill(pid, signal.SIGSTOP)
         drop_guards(cluster)
         got = probe(pod, "connect", "1.5", remote)
-        if not guards(cluster):
-            break
-    assert got[remote] == "open", got
-    back = eventually(lambda: guards(cluster), lambda g: len(g) == len(cluster.nodes), timeout=25)
-    assert len(back) == len(cluster.nodes), "the agents did not restore their platform guards"
+        assert got[remote] == "open", got
+    finally:
+        for pid in agents:
+            os.kill(pid, signal.SIGCONT)
+    back = eventually(lambda: guards(cluster), lambda g: len(g) == len(cluster.nodes), timeout=5, every=0.1)
+    assert len(back) == len(cluster.nodes), "the agents did not restore their platform guards within 5 s"
     nbctl(cluster, "--wait=hv", "sync")
     assert probe(pod, "connect", "1.5", remote)[remote] == "timeout"
 
@@ -217,13 +229,14 @@ def _ovs_set(datum: object) -> list[str]:
 
 
 def test_an_address_the_node_gains_later_is_guarded(cluster: Cluster) -> None:
-    """The agent's refresh (every 15 s) adds it, as the node-local DNS's 10.96.0.10 is added."""
+    """The agent hears the address appear (rtnetlink) and guards it then, not at its 15 s refresh
+    (a bound of 5 s: the refresh alone would miss it two times in three); gone, it leaves the guard."""
     node, extra = cluster.nodes[0], "10.250.99.7"
     assert extra not in _guarded(cluster)
     subprocess.run(["ip", "-n", node.netns, "addr", "add", f"{extra}/32", "dev", "lo"], check=True)
     try:
-        got = eventually(lambda: _guarded(cluster), lambda g: extra in g, timeout=25, every=1)
-        assert extra in got, "the node's new address is not guarded"
+        got = eventually(lambda: _guarded(cluster), lambda g: extra in g, timeout=5, every=0.1)
+        assert extra in got, "the node's new address is not guarded within 5 s"
     finally:
         subprocess.run(["ip", "-n", node.netns, "addr", "del", f"{extra}/32", "dev", "lo"], check=True)
-    assert extra not in eventually(lambda: _guarded(cluster), lambda g: extra not in g, timeout=25, every=1)
+    assert extra not in eventually(lambda: _guarded(cluster), lambda g: extra not in g, timeout=5, every=0.1)
