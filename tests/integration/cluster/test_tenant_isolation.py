@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -155,11 +156,21 @@ def guards(cluster: Cluster) -> list[str]:
     return [r[0][1] for r in rows["data"] if K_GUARD in dict(r[1][1])]
 
 
-def drop_guards(cluster: Cluster) -> None:
-    """Every node's guard policy there is deleted (the guard left off, until the agents' refresh)."""
-    uuids = guards(cluster)
-    if uuids:
-        nbctl(cluster, "--wait=hv", *(a for u in uuids for a in ("--", "lr-policy-del", ROUTER, u)))
+@contextmanager
+def guards_off(cluster: Cluster) -> Iterator[None]:
+    """Every node's guard policy deleted while the agents are paused (SIGSTOP: a running agent hears
+    its rows go and puts them back at once); the agents resumed on the way out, which restore them."""
+    agents = [faults.record(n.node, "prismnet-agent").pid for n in cluster.nodes]
+    try:
+        for pid in agents:
+            os.kill(pid, signal.SIGSTOP)
+        uuids = guards(cluster)
+        if uuids:
+            nbctl(cluster, "--wait=hv", *(a for u in uuids for a in ("--", "lr-policy-del", ROUTER, u)))
+        yield
+    finally:
+        for pid in agents:
+            os.kill(pid, signal.SIGCONT)
 
 
 def test_probe_sees_a_plaintext_listener(cluster: Cluster, tenants: list[Pod]) -> None:
@@ -172,16 +183,9 @@ def test_probe_sees_a_plaintext_listener(cluster: Cluster, tenants: list[Pod]) -
         node_ip = addresses(pod.node.netns)[0]
         assert probe(pod, "connect", "1.5", f"tcp:{node_ip}:18080")[f"tcp:{node_ip}:18080"] == "open"
     assert len(guards(cluster)) == len(cluster.nodes)
-    agents = [faults.record(n.node, "prismnet-agent").pid for n in cluster.nodes]
-    try:
-        for pid in agents:
-            os.kill(pid, signal.SIGSTOP)
-        drop_guards(cluster)
+    with guards_off(cluster):
         got = probe(pod, "connect", "1.5", remote)
-        assert got[remote] == "open", got
-    finally:
-        for pid in agents:
-            os.kill(pid, signal.SIGCONT)
+    assert got[remote] == "open", got
     back = eventually(lambda: guards(cluster), lambda g: len(g) == len(cluster.nodes), timeout=5, every=0.1)
     assert len(back) == len(cluster.nodes), "the agents did not restore their platform guards within 5 s"
     nbctl(cluster, "--wait=hv", "sync")
