@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pyroute2 import AsyncIPRoute
-from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.rtnl import RTMGRP_IPV4_IFADDR
+from pyroute2 import AsyncIPRoute  # type: ignore[import-untyped]
+from pyroute2.netlink.exceptions import NetlinkError  # type: ignore[import-untyped]
+from pyroute2.netlink.rtnl import RTMGRP_IPV4_IFADDR  # type: ignore[import-untyped]
 
 log = logging.getLogger(__name__)
 EVENTS = frozenset({"RTM_NEWADDR", "RTM_DELADDR"})
@@ -27,14 +27,3 @@ async def address_changes(changed: asyncio.Event) -> None:
                         changed.set()
     except (OSError, NetlinkError) as e:
         log.warning("not watching this namespace's addresses (%s): the guard follows them every refresh", e)
-
-
-async def first_of(events: list[asyncio.Event], timeout: float) -> None:
-    """Return once one of `events` is set, or after `timeout` seconds."""
-    waits = [asyncio.create_task(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
-        await asyncio.gather(*waits, return_exceptions=True)

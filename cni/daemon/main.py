@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from cni.address_watch import address_changes, first_of
+from cni.address_watch import address_changes
 from cni.daemon.lost_rows import LostRows
 from cni.daemon.metrics import AgentSources, Metrics
 from cni.daemon.server import CniServer, serve_unix
@@ -275,7 +275,7 @@ async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object], changed:
     watch = asyncio.create_task(address_changes(changed))
     try:
         while not stop.is_set():
-            await first_of([stop, changed], GUARD_REFRESH)
+            await _first_of([stop, changed], GUARD_REFRESH)
             if stop.is_set():
                 break
             changed.clear()  # a change during the run below: once more after it
@@ -286,6 +286,17 @@ async def _keep_guard(stop: asyncio.Event, guard: Callable[[], object], changed:
     finally:
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
+
+
+async def _first_of(events: list[asyncio.Event], timeout: float | None = None) -> None:
+    """Return once one of `events` is set, or after `timeout` seconds (None: no limit)."""
+    waits = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
 
 
 async def _rebuild_when_replaced(
@@ -300,10 +311,7 @@ async def _rebuild_when_replaced(
     (cni/daemon/lost_rows.py): this node's part written again (cni/republish.py), retried every
     RETRY_SECONDS until it succeeds."""
     while not stop.is_set():
-        waits = [asyncio.create_task(e.wait()) for e in (replaced, lost.wake, stop)]
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for w in waits:
-            w.cancel()
+        await _first_of([replaced, lost.wake, stop])
         full = replaced.is_set()
         replaced.clear()
         names, since = lost.take()

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.root]
 
 WATCHER = """
 import asyncio, sys
-from cni.address_watch import address_changes, first_of
+from cni.address_watch import address_changes
 
 async def main():
     changed = asyncio.Event()
@@ -25,10 +25,9 @@ async def main():
     await asyncio.sleep(0.3)
     print("watching", flush=True)
     while True:
-        await first_of([changed], 30)
-        if changed.is_set():
-            changed.clear()
-            print("changed", flush=True)
+        await changed.wait()
+        changed.clear()
+        print("changed", flush=True)
 
 asyncio.run(main())
 """

@@ -185,10 +185,9 @@ def test_a_pod_on_node1_reaches_a_pod_on_node2_through_prismnet(booted: Booted) 
 
 
 FIRST_QUERIES = """
-import json, socket, struct, time
-NAME = "cluster-dns.kube-system.svc.cluster.local"
-labels = b"".join(bytes([len(p)]) + p.encode() for p in NAME.split("."))
-query = struct.pack(">6H", 7, 0x0100, 1, 0, 0, 0) + labels + b"\\0\\0\\1\\0\\1"
+import json, socket, time
+from dnslib import DNSRecord
+query = DNSRecord.question("cluster-dns.kube-system.svc.cluster.local").pack()
 got = []
 for _ in range(6):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -196,7 +195,7 @@ for _ in range(6):
         s.sendto(query, ("10.96.0.10", 53))
         try:
             reply, (source, _port) = s.recvfrom(512)
-            got.append(f"{source} rcode {reply[3] & 15}")
+            got.append(f"{source} rcode {DNSRecord.parse(reply).header.rcode}")
         except OSError:
             got.append("timeout")
 print(json.dumps(got), flush=True)
